@@ -1,0 +1,24 @@
+using System.Net;
+using System.Net.Security;
+using System.Security.Authentication;
+using System.Security.Cryptography.X509Certificates;
+
+namespace Proxy.Protocols;
+
+/// <summary>What the engine knows about its connection; set by the host at accept time, read-only after.</summary>
+public sealed class ConnectionMetadata
+{
+    public required string ConnectionId { get; init; }
+    public EndPoint? LocalEndPoint { get; init; }
+    public EndPoint? RemoteEndPoint { get; init; }
+
+    /// <summary>"https" when TLS wraps the connection, else "http".</summary>
+    public string Scheme => IsTls ? "https" : "http";
+    public bool IsTls { get; init; }
+    public SslProtocols TlsProtocol { get; init; }
+    public TlsCipherSuite? NegotiatedCipherSuite { get; init; }
+    /// <summary>The ALPN protocol ("h2", "http/1.1") or empty when none was negotiated.</summary>
+    public string ApplicationProtocol { get; init; } = "";
+    public X509Certificate2? ClientCertificate { get; init; }
+    public string? HostName { get; init; }
+}

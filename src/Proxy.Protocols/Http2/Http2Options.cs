@@ -1,0 +1,48 @@
+namespace Proxy.Protocols.Http2;
+
+/// <summary>
+/// HTTP/2 limits and windows. Defaults follow Kestrel and the anchors (shared/design/ANCHORS.md)
+/// unless a comment says why not.
+/// </summary>
+public sealed class Http2Options
+{
+    /// <summary>SETTINGS_MAX_CONCURRENT_STREAMS we advertise; beyond it streams get REFUSED_STREAM.</summary>
+    public int MaxConcurrentStreams { get; set; } = 100;
+    /// <summary>SETTINGS_HEADER_TABLE_SIZE we advertise (decoder dynamic table).</summary>
+    public int HeaderTableSize { get; set; } = 4096;
+    /// <summary>Largest encoder dynamic table we use even if the peer allows more.</summary>
+    public int MaxEncoderHeaderTableSize { get; set; } = 4096;
+    /// <summary>SETTINGS_MAX_FRAME_SIZE we advertise (largest frame we accept).</summary>
+    public int MaxFrameSize { get; set; } = 16 * 1024;
+    /// <summary>SETTINGS_MAX_HEADER_LIST_SIZE: decoded header list size (RFC 9113 §6.5.2 accounting). Over it: 431 / ENHANCE_YOUR_CALM.</summary>
+    public int MaxRequestHeaderFieldSize { get; set; } = 32 * 1024;
+    /// <summary>Largest decoded header list (names + values + 32 per field).</summary>
+    public int MaxHeaderListSize { get; set; } = 32 * 1024;
+    /// <summary>Maximum header fields in one request.</summary>
+    public int MaxHeaderCount { get; set; } = 100;
+    /// <summary>Maximum CONTINUATION frames after one HEADERS (nghttp2 allows 8; CVE-2024-27316).</summary>
+    public int MaxContinuationFrames { get; set; } = 8;
+    /// <summary>Largest encoded header block (HEADERS + CONTINUATION bytes) we buffer before decoding.</summary>
+    public int MaxHeaderBlockSize { get; set; } = 64 * 1024;
+    /// <summary>Connection-level receive window (Kestrel: 1 MiB).</summary>
+    public int InitialConnectionWindowSize { get; set; } = 1024 * 1024;
+    /// <summary>Per-stream receive window, SETTINGS_INITIAL_WINDOW_SIZE we advertise (Kestrel: 768 KiB).</summary>
+    public int InitialStreamWindowSize { get; set; } = 768 * 1024;
+    /// <summary>Queued control frames (PING/SETTINGS ACK, RST_STREAM) awaiting write before the connection is closed with ENHANCE_YOUR_CALM (CVE-2019-9512/9515).</summary>
+    public int MaxQueuedControlFrames { get; set; } = 1000;
+    /// <summary>Rapid reset guard: resets/refusals counted over <see cref="StreamResetWindow"/>; above the limit GOAWAY ENHANCE_YOUR_CALM (CVE-2023-44487).</summary>
+    public int MaxStreamResetsPerWindow { get; set; } = 200;
+    public TimeSpan StreamResetWindow { get; set; } = TimeSpan.FromSeconds(5);
+    /// <summary>Consecutive empty DATA/CONTINUATION/HEADERS frames tolerated (CVE-2019-9518; Envoy allows 1).</summary>
+    public int MaxConsecutiveEmptyFrames { get; set; } = 1;
+    /// <summary>Time to receive a complete request header block once started, and the preface/first SETTINGS (slowloris).</summary>
+    public TimeSpan RequestHeadersTimeout { get; set; } = TimeSpan.FromSeconds(30);
+    /// <summary>Close an idle connection (no open streams) after this long (Kestrel keep-alive timeout: 130 s).</summary>
+    public TimeSpan KeepAliveTimeout { get; set; } = TimeSpan.FromSeconds(130);
+    /// <summary>Bytes the writer loop gathers before one transport write when frames keep coming (writes happen sooner when the queue drains).</summary>
+    public int MaxWriteBatchSize { get; set; } = 64 * 1024;
+    /// <summary>Capacity of the writer loop's channel (bounded; a full channel applies backpressure to producers, never grows).</summary>
+    public int WriterQueueCapacity { get; set; } = 1024;
+    /// <summary>Largest response body bytes a stream may have queued for the writer before its FlushAsync waits.</summary>
+    public int MaxStreamOutputBufferSize { get; set; } = 64 * 1024;
+}

@@ -1,0 +1,70 @@
+namespace Proxy.Protocols;
+
+/// <summary>
+/// One request/response exchange as the protocol engines present it to the host. HTTP/2 streams
+/// and HTTP/1.1 requests derive from it; Proxy.Server maps it onto ASP.NET Core features.
+///
+/// Threading: the app (one logical thread of control per request) calls the members; the
+/// engine never blocks on them. Response writes go through <see cref="ResponseBody"/>, whose
+/// FlushAsync applies backpressure (HTTP/2 flow control, socket backpressure).
+/// </summary>
+public abstract class HttpExchange
+{
+    // ---- Request: set by the engine before IHttpRequestHandler.HandleAsync ----
+
+    /// <summary>"HTTP/2" or "HTTP/1.1" (ASP.NET Core's HttpProtocol strings).</summary>
+    public string Protocol { get; protected set; } = "";
+    public string Method { get; protected set; } = "";
+    /// <summary>"http" or "https" (":scheme" for HTTP/2).</summary>
+    public string Scheme { get; protected set; } = "";
+    /// <summary>":authority" for HTTP/2, the Host header for HTTP/1.1.</summary>
+    public string Authority { get; protected set; } = "";
+    /// <summary>The request target as received: path and query ("/a/b?c=d"), or "*" for OPTIONS.</summary>
+    public string RawTarget { get; protected set; } = "";
+    /// <summary>Header fields, without pseudo-headers.</summary>
+    public HttpHeaderList RequestHeaders { get; } = new();
+    /// <summary>Declared content-length, when present and valid.</summary>
+    public long? RequestContentLength { get; protected set; }
+    /// <summary>True when the request can carry a body (HTTP/2: HEADERS did not end the stream; HTTP/1.1: content-length &gt; 0 or chunked).</summary>
+    public bool RequestHasBody { get; protected set; }
+    /// <summary>The request body. Completes at end of stream; faults if the client resets.</summary>
+    public abstract PipeReader RequestBody { get; }
+    /// <summary>Request trailers, available after the body completed (HTTP/2 only, else empty).</summary>
+    public HttpHeaderList RequestTrailers { get; } = new();
+
+    public required ConnectionMetadata Connection { get; init; }
+
+    /// <summary>Fires when the client resets the stream, the connection drops, or the server aborts.</summary>
+    public abstract CancellationToken RequestAborted { get; }
+
+    // ---- Response: filled by the app ----
+
+    public int StatusCode { get; set; } = 200;
+    public string? ReasonPhrase { get; set; }
+    public HttpHeaderList ResponseHeaders { get; } = new();
+    /// <summary>Sent at completion (HTTP/2 trailing HEADERS; HTTP/1.1 chunked trailers when allowed).</summary>
+    public HttpHeaderList ResponseTrailers { get; } = new();
+    public abstract bool SupportsTrailers { get; }
+    public abstract bool HasResponseStarted { get; }
+
+    /// <summary>
+    /// Sends status and headers now (without waiting for body bytes). Called implicitly by the
+    /// first write or flush of <see cref="ResponseBody"/>. After it, headers are read-only.
+    /// </summary>
+    public abstract ValueTask StartResponseAsync(CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// The response body. Writes are handed to the connection's writer loop on FlushAsync;
+    /// the engine does not buffer the whole body.
+    /// </summary>
+    public abstract PipeWriter ResponseBody { get; }
+
+    /// <summary>Ends the response: flushes, sends trailers (if any) and END_STREAM / last chunk. Idempotent.</summary>
+    public abstract ValueTask CompleteAsync();
+
+    /// <summary>Aborts the exchange: RST_STREAM with <paramref name="errorCode"/> (HTTP/2) or closing the connection (HTTP/1.1).</summary>
+    public abstract void Abort(uint errorCode);
+
+    /// <summary>Free slot for the host to attach its per-request state (the ASP.NET feature collection).</summary>
+    public object? HostState { get; set; }
+}
