@@ -91,8 +91,9 @@ public sealed partial class HpackEncoder
     }
 
     /// <summary>
-    /// Encodes one field. Names should already be lowercase (an uppercase name is lowercased, with an allocation). <paramref name="neverIndex"/> encodes
-    /// as "never indexed" (RFC 7541 §6.2.3) for sensitive values such as authorization and cookies.
+    /// Encodes one field. Names should already be lowercase (an uppercase name is lowercased, with an
+    /// allocation). <paramref name="neverIndex"/> encodes as "never indexed" (RFC 7541 §6.2.3) for
+    /// sensitive values such as authorization and cookies.
     /// </summary>
     /// <remarks>
     /// Characters are sent as single octets (ISO-8859-1); a character above U+00FF throws
