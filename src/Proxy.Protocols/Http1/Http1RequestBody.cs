@@ -179,7 +179,16 @@ internal sealed class Http1RequestBody : PipeReader
                     writer.Complete(ex);
                     return;
                 }
-                _connection.Input.AdvanceTo(consumed, buffer.End);
+                // Mark everything examined only when we need more bytes: once the body is done, what
+                // follows is the next request and its parser must see it without waiting.
+                if (IsBodyComplete)
+                {
+                    _connection.Input.AdvanceTo(consumed);
+                }
+                else
+                {
+                    _connection.Input.AdvanceTo(consumed, buffer.End);
+                }
                 if (!IsBodyComplete && result.IsCompleted)
                 {
                     // The client went away mid-body.

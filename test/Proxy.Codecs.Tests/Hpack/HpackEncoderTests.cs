@@ -113,6 +113,13 @@ public class HpackEncoderTests
     }
 
     [Fact]
+    public void EncodeHeader_UppercaseName_SentLowercase()
+    {
+        Assert.Equal([("content-type", "text/plain"), ("x-custom", "1")],
+            Decode(new HpackDecoder(), Encode(new HpackEncoder(), [("Content-Type", "text/plain"), ("X-Custom", "1")])));
+    }
+
+    [Fact]
     public void EncodeHeader_CharacterAboveFF_Throws()
     {
         var encoder = new HpackEncoder();
