@@ -61,6 +61,18 @@ public sealed class Http1Connection
 
     internal bool IsAborted => _aborted;
 
+    /// <summary>True while the loop idles under the keep-alive timeout (diagnostics and tests).</summary>
+    internal bool IsWaitingForNextRequest
+    {
+        get
+        {
+            lock (_timerLock)
+            {
+                return _armed == TimeoutKind.KeepAlive;
+            }
+        }
+    }
+
     /// <summary>Closes the connection: pending reads and flushes end, the current request's RequestAborted fires.</summary>
     public void Abort()
     {
@@ -222,12 +234,20 @@ public sealed class Http1Connection
                     // Half a response is on the wire: closing is the only honest end.
                     return false;
                 }
-                exchange.ResponseHeaders.Clear();
-                exchange.ResponseTrailers.Clear();
-                exchange.ReasonPhrase = null;
-                exchange.StatusCode = 500;
+                await exchange.CompleteWithStatusAsync(500).ConfigureAwait(false);
             }
-            await exchange.CompleteAsync().ConfigureAwait(false);
+            else
+            {
+                try
+                {
+                    await exchange.CompleteAsync().ConfigureAwait(false);
+                }
+                catch (InvalidOperationException) when (!exchange.HasResponseStarted)
+                {
+                    // The app left an invalid response head (e.g. CR/LF in a value): answer 500 instead.
+                    await exchange.CompleteWithStatusAsync(500).ConfigureAwait(false);
+                }
+            }
         }
         catch (Exception) when (!_aborted)
         {

@@ -58,6 +58,21 @@ internal sealed partial class Http1Exchange
         return new ValueTask(_completeTask);
     }
 
+    /// <summary>Replaces a response that never started (handler failure, invalid headers) with an empty <paramref name="status"/>.</summary>
+    internal ValueTask CompleteWithStatusAsync(int status)
+    {
+        if (_started)
+        {
+            throw new InvalidOperationException("The response has already started.");
+        }
+        ResponseHeaders.Clear();
+        ResponseTrailers.Clear();
+        ReasonPhrase = null;
+        StatusCode = status;
+        _completeTask = null;
+        return CompleteAsync();
+    }
+
     private async Task CompleteCoreAsync()
     {
         WriteHead(finalizing: true);
