@@ -12,6 +12,7 @@ public sealed partial class Http2Connection
         {
             var result = await _input.ReadAsync(_abortCts.Token);
             var buffer = result.Buffer;
+            var matched = false;
             try
             {
                 HandleWake();
@@ -26,7 +27,7 @@ public sealed partial class Http2Connection
                     {
                         throw new Http2ConnectionException("Invalid connection preface.", Http2ErrorCode.ProtocolError, "invalid_preface");
                     }
-                    buffer = buffer.Slice(preface.Length);
+                    matched = true;
                     return true;
                 }
                 if (result.IsCompleted)
@@ -37,7 +38,15 @@ public sealed partial class Http2Connection
             }
             finally
             {
-                _input.AdvanceTo(buffer.Start, buffer.End);
+                if (matched)
+                {
+                    // Bytes after the preface are not examined yet: the frame loop must see them without new input.
+                    _input.AdvanceTo(buffer.GetPosition(preface.Length));
+                }
+                else
+                {
+                    _input.AdvanceTo(buffer.Start, buffer.End);
+                }
             }
         }
     }
