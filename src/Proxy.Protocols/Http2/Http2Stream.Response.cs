@@ -203,7 +203,8 @@ internal sealed partial class Http2Stream
 
         public override ValueTask<FlushResult> FlushAsync(CancellationToken cancellationToken = default)
         {
-            if (_stream._abortRequested)
+            // A reset stream takes no more output: report completion instead of queueing bytes nobody will send.
+            if (_stream._abortRequested || _stream._abortedCts.IsCancellationRequested)
             {
                 return new ValueTask<FlushResult>(new FlushResult(isCanceled: false, isCompleted: true));
             }
