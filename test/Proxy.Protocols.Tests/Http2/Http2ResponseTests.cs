@@ -240,3 +240,25 @@ public class Http2ResponseShapeTests
         Assert.True(interleaved, "Expected DATA frames of different streams to interleave.");
     }
 }
+
+public class Http2ResponseHeaderBlockTests
+{
+    [Fact]
+    public async Task Response_HeadersLargerThanPeerMaxFrameSize_SplitIntoContinuation()
+    {
+        var big = new string('v', 20_000);
+        await using var peer = await Http2TestPeer.StartAsync(exchange =>
+        {
+            exchange.ResponseHeaders.Add("x-big", big);
+            return Task.CompletedTask;
+        });
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1);
+
+        var headers = await peer.ExpectHeadersAsync(1);
+
+        Assert.Equal(big, headers["x-big"]);
+        Assert.Contains(peer.ReceivedFrames, f => f.Type == Http2FrameType.Continuation && f.StreamId == 1);
+        Assert.All(peer.ReceivedFrames, f => Assert.True(f.Payload.Length <= 16_384));
+    }
+}
