@@ -18,6 +18,8 @@ public sealed partial class HpackDecoder
     private byte[] _nameBuffer = [];
     private byte[] _valueBuffer = [];
 
+    private OwnerGuard _ownerGuard;
+
     /// <param name="maxDynamicTableSize">Our SETTINGS_HEADER_TABLE_SIZE: the largest size update the peer may ask for.</param>
     /// <param name="maxStringLength">Longest name or value accepted (a bound against HPACK bombs; exceeding it throws).</param>
     /// <remarks>
@@ -75,6 +77,19 @@ public sealed partial class HpackDecoder
     public void Decode(ReadOnlySpan<byte> block, IHpackHeaderHandler handler)
     {
         ArgumentNullException.ThrowIfNull(handler);
+        _ownerGuard.Enter(nameof(HpackDecoder));
+        try
+        {
+            DecodeCore(block, handler);
+        }
+        finally
+        {
+            _ownerGuard.Exit();
+        }
+    }
+
+    private void DecodeCore(ReadOnlySpan<byte> block, IHpackHeaderHandler handler)
+    {
         if (_sizeUpdateRequired && (block.IsEmpty || (block[0] & 0xE0) != 0x20))
         {
             // RFC 7541 §4.2: after the limit is lowered, "the encoder MUST signal the change with a

@@ -22,6 +22,8 @@ public sealed partial class HpackEncoder
     private int _pendingSmallestSize;
     private int _pendingFinalSize;
 
+    private OwnerGuard _ownerGuard;
+
     /// <param name="maxDynamicTableSize">Table size we use; never above the peer's SETTINGS_HEADER_TABLE_SIZE.</param>
     /// <param name="useHuffman">Huffman-code a string when that is shorter than the raw octets.</param>
     public HpackEncoder(int maxDynamicTableSize = 4096, bool useHuffman = true)
@@ -89,8 +91,9 @@ public sealed partial class HpackEncoder
     }
 
     /// <summary>
-    /// Encodes one field. Names must already be lowercase. <paramref name="neverIndex"/> encodes
-    /// as "never indexed" (RFC 7541 §6.2.3) for sensitive values such as authorization and cookies.
+    /// Encodes one field. Names should already be lowercase (an uppercase name is lowercased, with an
+    /// allocation). <paramref name="neverIndex"/> encodes as "never indexed" (RFC 7541 §6.2.3) for
+    /// sensitive values such as authorization and cookies.
     /// </summary>
     /// <remarks>
     /// Characters are sent as single octets (ISO-8859-1); a character above U+00FF throws
@@ -105,9 +108,29 @@ public sealed partial class HpackEncoder
         ArgumentNullException.ThrowIfNull(output);
         ArgumentNullException.ThrowIfNull(name);
         ArgumentNullException.ThrowIfNull(value);
+        _ownerGuard.Enter(nameof(HpackEncoder));
+        try
+        {
+            EncodeHeaderCore(output, name, value, neverIndex);
+        }
+        finally
+        {
+            _ownerGuard.Exit();
+        }
+    }
+
+    private void EncodeHeaderCore(IBufferWriter<byte> output, string name, string value, bool neverIndex)
+    {
         if (name.AsSpan().ContainsAnyExceptInRange('\0', '\u00FF') || value.AsSpan().ContainsAnyExceptInRange('\0', '\u00FF'))
         {
             throw new ArgumentException($"Header '{name}' has a character that does not fit in one octet.");
+        }
+
+        if (name.AsSpan().ContainsAnyInRange('A', 'Z'))
+        {
+            // RFC 9113 §8.2.1: uppercase field names make the message malformed. Callers should pass
+            // lowercase names (this allocates), but a stray one must not break the connection.
+            name = name.ToLowerInvariant();
         }
 
         Span<byte> span = output.GetSpan(LiteralOverhead + name.Length + value.Length);

@@ -26,8 +26,7 @@ public static partial class Http2FrameReader
     /// NOTE: a HEADERS frame whose priority names its own stream is a stream error of type PROTOCOL_ERROR
     /// (RFC 9113 §5.3.1), but it is NOT thrown here: the field block must still be decoded so the HPACK
     /// dynamic table stays in step with the peer (RFC 9113 §4.3). The engine checks
-    /// <c>frame.HasPriority &amp;&amp; frame.StreamDependency == header.StreamId</c> once the block is decoded
-    /// and then resets the stream. (PRIORITY has no field block, so <see cref="ReadPriority"/> throws.)
+    /// <see cref="DependsOnItself"/> once the block is decoded and then resets the stream. (PRIORITY has no field block, so <see cref="ReadPriority"/> throws.)
     /// </remarks>
     public static HeadersFrame ReadHeaders(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
     {
@@ -59,6 +58,13 @@ public static partial class Http2FrameReader
             exclusive,
             weight);
     }
+
+    /// <summary>
+    /// True when a HEADERS frame's priority makes its stream depend on itself, a stream error of type
+    /// PROTOCOL_ERROR (RFC 9113 §5.3.1) that the engine raises after decoding the field block (see <see cref="ReadHeaders"/>).
+    /// </summary>
+    public static bool DependsOnItself(in Http2FrameHeader header, in HeadersFrame frame)
+        => frame.HasPriority && frame.StreamDependency == header.StreamId;
 
     /// <summary>
     /// Parses PRIORITY (RFC 9113 §6.3). Throws a stream error when the length is not 5 or the stream

@@ -144,7 +144,18 @@ public class Http2FrameRoundTripTests
 
         Assert.True(frame.HasPriority);
         Assert.Equal(header.StreamId, frame.StreamDependency);
+        Assert.True(Http2FrameReader.DependsOnItself(header, frame));
         Assert.Equal(Block, frame.HeaderBlockFragment.ToArray());
+    }
+
+    [Fact]
+    public void HEADERS_PriorityOnOtherStream_IsNotSelfDependent()
+    {
+        byte[] bytes = FrameBytes.Raw(Http2FrameType.Headers, Http2FrameFlags.Priority | Http2FrameFlags.EndHeaders, 5, [0, 0, 0, 3, 16, .. Block]);
+
+        var (header, payload) = FrameBytes.ReadOne(bytes);
+
+        Assert.False(Http2FrameReader.DependsOnItself(header, Http2FrameReader.ReadHeaders(header, payload)));
     }
 
     [Theory]
