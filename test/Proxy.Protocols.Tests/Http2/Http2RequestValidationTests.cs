@@ -52,7 +52,7 @@ public class Http2RequestValidationTests
         });
         await peer.HandshakeAsync();
 
-        await peer.SendHeadersAsync(1, headers, endStream: true);
+        await peer.SendHeaderBlockAsync(1, Http2TestPeer.EncodeHeadersRaw(headers), endStream: true, endHeaders: true);
 
         await peer.ExpectRstStreamAsync(1, Http2ErrorCode.ProtocolError);
         // The connection carries on: a good request on the next stream still works, and only it reached the app.

@@ -100,6 +100,44 @@ public sealed class Http2TestPeer : IAsyncDisposable
         return buffer.WrittenSpan.ToArray();
     }
 
+    /// <summary>
+    /// Encodes every field as a literal without indexing, bytes exactly as given (RFC 7541 §6.2.2): the way to
+    /// send what a real encoder would fix up (uppercase names). Leaves the dynamic table untouched.
+    /// </summary>
+    public static byte[] EncodeHeadersRaw(IEnumerable<KeyValuePair<string, string>> headers)
+    {
+        var bytes = new List<byte>();
+        foreach (var (name, value) in headers)
+        {
+            bytes.Add(0x00);
+            AddString(bytes, Encoding.Latin1.GetBytes(name));
+            AddString(bytes, Encoding.Latin1.GetBytes(value));
+        }
+        return bytes.ToArray();
+
+        static void AddString(List<byte> output, byte[] text)
+        {
+            // 7-bit prefix integer (RFC 7541 §5.1), Huffman bit clear.
+            var length = text.Length;
+            if (length < 127)
+            {
+                output.Add((byte)length);
+            }
+            else
+            {
+                output.Add(127);
+                length -= 127;
+                while (length >= 128)
+                {
+                    output.Add((byte)(length % 128 + 128));
+                    length /= 128;
+                }
+                output.Add((byte)length);
+            }
+            output.AddRange(text);
+        }
+    }
+
     public Task SendHeadersAsync(int streamId, IEnumerable<KeyValuePair<string, string>> headers, bool endStream)
         => SendHeaderBlockAsync(streamId, EncodeHeaders(headers), endStream, endHeaders: true);
 
