@@ -108,6 +108,8 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
         }
         finally
         {
+            // After Abort the socket may report a clean end (shutdown makes recv return 0): still an abort.
+            error ??= _abortReason;
             writer.Complete(error);
             SignalClosed();
         }
@@ -153,6 +155,7 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
         }
         finally
         {
+            error ??= _abortReason;
             reader.Complete(error);
             // The protocol is done writing (or the socket broke): close, which also ends a
             // receive loop still waiting for bytes nobody will read.
