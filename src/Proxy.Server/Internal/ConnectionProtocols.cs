@@ -22,17 +22,17 @@ internal interface IConnectionProtocolFactory
 }
 
 /// <summary>
-/// The real engines (Http1Connection, Http2Connection in Proxy.Protocols).
-/// TODO(merge): the engines are written on other branches; the lead wires them here:
-///   CreateHttp1 => adapter over new Http1Connection(transport, options, handler, metadata, time)
-///   CreateHttp2 => adapter over new Http2Connection(...) with ShutdownAsync => GOAWAY.
+/// The real engines from Proxy.Protocols.
+/// TODO(merge): Http2Connection lives on the h2engine branch; the lead wires CreateHttp2 as
+///   new Http2Protocol(new Http2Connection(transport, options, handler, metadata, time)) with
+///   ShutdownAsync => Http2Connection.ShutdownAsync (GOAWAY) once it is merged.
 /// </summary>
 internal sealed class EngineProtocolFactory : IConnectionProtocolFactory
 {
     public static readonly EngineProtocolFactory Instance = new();
 
     public IConnectionProtocol CreateHttp1(IDuplexPipe transport, Http1Options options, IHttpRequestHandler handler, ConnectionMetadata metadata, TimeProvider time)
-        => throw new NotImplementedException("Http1Connection is wired at merge (see EngineProtocolFactory).");
+        => new Http1Protocol(transport, options, handler, metadata, time);
 
     public IConnectionProtocol CreateHttp2(IDuplexPipe transport, Http2Options options, IHttpRequestHandler handler, ConnectionMetadata metadata, TimeProvider time)
         => throw new NotImplementedException("Http2Connection is wired at merge (see EngineProtocolFactory).");

@@ -14,7 +14,7 @@ internal static partial class ServerLog
     [LoggerMessage(3, LogLevel.Warning, "Connection {ConnectionId}: an OnCompleted callback failed.")]
     public static partial void OnCompletedFailed(ILogger logger, string connectionId, Exception exception);
 
-    [LoggerMessage(4, LogLevel.Information, "Now listening on: {Address}")]
+    [LoggerMessage(4, LogLevel.Debug, "Bound {Address}")] // The host logs "Now listening on" from the addresses feature.
     public static partial void ListeningOn(ILogger logger, string address);
 
     [LoggerMessage(5, LogLevel.Warning, "Overriding address(es) '{Addresses}': binding to the endpoints configured in ProxyServerOptions instead. Set PreferHostingUrls to use the URLs.")]
