@@ -1,0 +1,39 @@
+using Proxy.Protocols.Http1;
+using Proxy.Protocols.Http2;
+
+namespace Proxy.Server.Internal;
+
+/// <summary>One HTTP connection engine (HTTP/1.1 or HTTP/2) running over a transport.</summary>
+internal interface IConnectionProtocol
+{
+    /// <summary>Serves the connection until it closes; <paramref name="abort"/> tears it down at once.</summary>
+    Task ProcessAsync(CancellationToken abort);
+
+    /// <summary>Graceful stop: HTTP/2 sends GOAWAY and lets open streams finish; HTTP/1.1 closes after the current response.</summary>
+    Task ShutdownAsync();
+}
+
+/// <summary>Creates the engines. The seam between the server and src/Proxy.Protocols.</summary>
+internal interface IConnectionProtocolFactory
+{
+    IConnectionProtocol CreateHttp1(IDuplexPipe transport, Http1Options options, IHttpRequestHandler handler, ConnectionMetadata metadata, TimeProvider time);
+
+    IConnectionProtocol CreateHttp2(IDuplexPipe transport, Http2Options options, IHttpRequestHandler handler, ConnectionMetadata metadata, TimeProvider time);
+}
+
+/// <summary>
+/// The real engines from Proxy.Protocols.
+/// TODO(merge): Http2Connection lives on the h2engine branch; the lead wires CreateHttp2 as
+///   new Http2Protocol(new Http2Connection(transport, options, handler, metadata, time)) with
+///   ShutdownAsync => Http2Connection.ShutdownAsync (GOAWAY) once it is merged.
+/// </summary>
+internal sealed class EngineProtocolFactory : IConnectionProtocolFactory
+{
+    public static readonly EngineProtocolFactory Instance = new();
+
+    public IConnectionProtocol CreateHttp1(IDuplexPipe transport, Http1Options options, IHttpRequestHandler handler, ConnectionMetadata metadata, TimeProvider time)
+        => new Http1Protocol(transport, options, handler, metadata, time);
+
+    public IConnectionProtocol CreateHttp2(IDuplexPipe transport, Http2Options options, IHttpRequestHandler handler, ConnectionMetadata metadata, TimeProvider time)
+        => throw new NotImplementedException("Http2Connection is wired at merge (see EngineProtocolFactory).");
+}
