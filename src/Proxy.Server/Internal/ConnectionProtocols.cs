@@ -21,12 +21,7 @@ internal interface IConnectionProtocolFactory
     IConnectionProtocol CreateHttp2(IDuplexPipe transport, Http2Options options, IHttpRequestHandler handler, ConnectionMetadata metadata, TimeProvider time);
 }
 
-/// <summary>
-/// The real engines from Proxy.Protocols.
-/// TODO(merge): Http2Connection lives on the h2engine branch; the lead wires CreateHttp2 as
-///   new Http2Protocol(new Http2Connection(transport, options, handler, metadata, time)) with
-///   ShutdownAsync => Http2Connection.ShutdownAsync (GOAWAY) once it is merged.
-/// </summary>
+/// <summary>The real engines from Proxy.Protocols.</summary>
 internal sealed class EngineProtocolFactory : IConnectionProtocolFactory
 {
     public static readonly EngineProtocolFactory Instance = new();
@@ -35,5 +30,13 @@ internal sealed class EngineProtocolFactory : IConnectionProtocolFactory
         => new Http1Protocol(transport, options, handler, metadata, time);
 
     public IConnectionProtocol CreateHttp2(IDuplexPipe transport, Http2Options options, IHttpRequestHandler handler, ConnectionMetadata metadata, TimeProvider time)
-        => throw new NotImplementedException("Http2Connection is wired at merge (see EngineProtocolFactory).");
+        => new Http2Protocol(new Http2Connection(transport, options, handler, metadata, time));
+}
+
+/// <summary>HTTP/2 engine behind the server seam; shutdown is the engine's two-phase GOAWAY (RFC 9113 §6.8).</summary>
+internal sealed class Http2Protocol(Http2Connection connection) : IConnectionProtocol
+{
+    public Task ProcessAsync(CancellationToken abort) => connection.ProcessAsync(abort);
+
+    public Task ShutdownAsync() => connection.ShutdownAsync();
 }
