@@ -20,5 +20,14 @@ public sealed class Http1ParseException : Exception
     /// <summary>A short, stable, client-safe explanation (no request bytes echoed).</summary>
     public string Reason { get; }
 
+    /// <summary>
+    /// True when the first line carries no HTTP/1.x version at all, so the peer is not speaking
+    /// HTTP/1 (a broken HTTP/2 preface on a cleartext port that accepts both, for example).
+    /// The connection closes without answering in a protocol the peer may not speak.
+    /// </summary>
+    public bool IsUnrecognizedProtocol { get; init; }
+
     internal static Http1ParseException BadRequest(string reason) => new(400, reason);
+
+    internal static Http1ParseException UnrecognizedProtocol(string reason) => new(400, reason) { IsUnrecognizedProtocol = true };
 }

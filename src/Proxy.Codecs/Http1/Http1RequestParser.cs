@@ -111,9 +111,14 @@ public static class Http1RequestParser
         }
         var rest = line[(sp1 + 1)..];
         var sp2 = rest.IndexOf((byte)' ');
-        if (sp2 <= 0)
+        if (sp2 < 0)
         {
-            // Covers a missing version and a doubled SP (we do not take §3's lenient whitespace option).
+            // No version at all: not an HTTP/1.x request line (HTTP/0.9 is not supported).
+            throw Http1ParseException.UnrecognizedProtocol("Invalid request line");
+        }
+        if (sp2 == 0)
+        {
+            // A doubled SP (we do not take §3's lenient whitespace option).
             throw Http1ParseException.BadRequest("Invalid request line");
         }
         var target = rest[..sp2];
@@ -144,7 +149,7 @@ public static class Http1RequestParser
         {
             throw new Http1ParseException(505, "HTTP version not supported");
         }
-        throw Http1ParseException.BadRequest("Invalid HTTP version");
+        throw Http1ParseException.UnrecognizedProtocol("Invalid HTTP version");
     }
 
     private static Http1TargetForm ClassifyTarget(ReadOnlySpan<byte> method, ReadOnlySpan<byte> target, bool isConnect)

@@ -107,6 +107,14 @@ public sealed class Http1Connection
                     }
                     head = parsed.Value;
                 }
+                catch (Http1ParseException ex) when (isFirst && ex.IsUnrecognizedProtocol)
+                {
+                    // NOTE: the first line has no HTTP/1.x version, so the peer is not speaking HTTP/1
+                    // (on a cleartext port that also takes h2c, typically a broken HTTP/2 preface:
+                    // RFC 9113 §3.4 asks for the connection to end). Answering in HTTP/1.1 would put
+                    // bytes on the wire the peer cannot parse; close instead.
+                    break;
+                }
                 catch (Http1ParseException ex)
                 {
                     await WriteErrorResponseAsync(ex.StatusCode, ex.Reason).ConfigureAwait(false);

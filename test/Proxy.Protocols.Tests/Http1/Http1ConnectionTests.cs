@@ -252,6 +252,31 @@ public class Http1ConnectionTests
         Assert.False(called);
     }
 
+    [Theory]
+    [InlineData("INVALID CONNECTION PREFACE\r\n\r\n")]
+    [InlineData("GET /\r\n\r\n")]
+    public async Task FirstLine_WithoutHttpVersion_ClosesWithoutResponse(string request)
+    {
+        var called = false;
+        await using var h = new Http1Harness(_ => { called = true; return Task.CompletedTask; });
+        await h.SendAsync(request);
+
+        Assert.Equal("", await h.ReadToEndAsync());
+        Assert.False(called);
+    }
+
+    [Fact]
+    public async Task LaterLine_WithoutHttpVersion_400AndClose()
+    {
+        await using var h = new Http1Harness(Echo);
+        await h.SendAsync("GET /ok HTTP/1.1\r\nHost: h\r\n\r\nGARBAGE LINE\r\n\r\n");
+
+        Assert.Equal(200, (await h.ReadResponseAsync()).Status);
+        var second = await h.ReadResponseAsync();
+        Assert.Equal(400, second.Status);
+        Assert.Equal("close", second.Header("Connection"));
+    }
+
     [Fact]
     public async Task BadRequest_HeadersTooLarge_431()
     {
