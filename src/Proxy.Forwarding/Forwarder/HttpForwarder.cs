@@ -12,8 +12,8 @@ namespace Proxy.Forwarding.Forwarder;
 // Stateless and shared; all per-request state lives in locals of SendCoreAsync.
 internal sealed class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMetrics metrics) : IHttpForwarder
 {
-    /// <summary>YARP's default quiet period; not applied to SSE and gRPC unless configured.</summary>
-    public static readonly TimeSpan DefaultActivityTimeout = TimeSpan.FromSeconds(100);
+    /// <summary>YARP's default quiet period; not applied to SSE and gRPC unless configured. Settable for tests.</summary>
+    internal TimeSpan DefaultActivityTimeout { get; set; } = TimeSpan.FromSeconds(100);
 
     // RFC 9113 §7: the reset codes. NOTE: YARP swaps these two; CANCEL is 0x8, INTERNAL_ERROR is 0x2.
     private const int Http2Cancel = 0x8;
@@ -108,6 +108,9 @@ internal sealed class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMet
             try
             {
                 await context.Response.StartAsync(cancellation.Token).ConfigureAwait(false);
+                // NOTE: StartAsync only commits the headers; a server may keep them in its output
+                // buffer until the first flush (Kestrel does), which is exactly the hang above.
+                await context.Response.Body.FlushAsync(cancellation.Token).ConfigureAwait(false);
             }
             catch (Exception ex)
             {

@@ -43,6 +43,23 @@ internal sealed class StreamingRequestContent : HttpContent
         }
 
         using var linked = CancellationTokenSource.CreateLinkedTokenSource(_cancellation, cancellationToken);
+        if (_flushEveryWrite)
+        {
+            // NOTE: HttpClient holds the HEADERS frame back until the body's first flush. A gRPC bidi
+            // call whose client waits for the server's headers before sending would hang, so push
+            // the headers out now.
+            try
+            {
+                await stream.FlushAsync(linked.Token).ConfigureAwait(false);
+            }
+            catch (Exception ex)
+            {
+                var early = linked.IsCancellationRequested ? StreamCopyResult.Canceled : StreamCopyResult.OutputError;
+                _completion.TrySetResult((early, ex));
+                throw new IOException($"Forwarding the request body failed ({early}).", ex);
+            }
+        }
+
         var (result, error, _) = await StreamCopier.CopyAsync(_source, stream, _flushEveryWrite, _activity, linked.Token).ConfigureAwait(false);
         if (result == StreamCopyResult.Success)
         {
