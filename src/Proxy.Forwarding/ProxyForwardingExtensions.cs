@@ -6,6 +6,7 @@ using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.DependencyInjection.Extensions;
 using Proxy.Forwarding.Configuration;
 using Proxy.Forwarding.Forwarder;
+using Proxy.Forwarding.Health;
 using Proxy.Forwarding.LoadBalancing;
 using Proxy.Forwarding.Routing;
 using Proxy.Forwarding.Telemetry;
@@ -40,6 +41,8 @@ public static class ProxyForwardingExtensions
         services.TryAddSingleton<IHttpForwarder, HttpForwarder>();
         services.TryAddSingleton<ProxyStateManager>();
         services.TryAddSingleton<ProxyEndpointHandler>();
+        services.TryAddSingleton(TimeProvider.System);
+        services.TryAddEnumerable(ServiceDescriptor.Singleton<Microsoft.Extensions.Hosting.IHostedService, ActiveHealthChecker>());
         services.TryAddEnumerable(ServiceDescriptor.Singleton<MatcherPolicy, RequestMatchersPolicy>());
         services.TryAddEnumerable(ServiceDescriptor.Singleton<ILoadBalancingPolicy, PowerOfTwoChoicesPolicy>());
         services.TryAddEnumerable(ServiceDescriptor.Singleton<ILoadBalancingPolicy, RoundRobinPolicy>());

@@ -125,3 +125,21 @@ public class TransformTests
         Assert.False(echo.Headers.ContainsKey("x-forwarded-for"));
     }
 }
+
+public class FailureTransformTests
+{
+    [Fact]
+    public async Task ResponseHeader_WhenFailure_AppliedToProxyErrorResponse()
+    {
+        var config = new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", Proxies.DeadAddress())
+            .Set("Routes:r1:Transforms:0:ResponseHeader", "x-proxy-error").Set("Routes:r1:Transforms:0:Set", "1")
+            .Set("Routes:r1:Transforms:0:When", "Failure");
+        await using var proxy = await Proxies.StartConfiguredAsync(config);
+        using var http = proxy.CreateClient();
+
+        using var response = await http.GetAsync("/");
+
+        Assert.Equal(System.Net.HttpStatusCode.BadGateway, response.StatusCode);
+        Assert.Equal("1", response.Headers.GetValues("x-proxy-error").Single());
+    }
+}

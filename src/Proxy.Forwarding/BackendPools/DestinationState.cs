@@ -18,6 +18,8 @@ public enum DestinationHealth
 public sealed class DestinationState
 {
     private int _concurrentRequests;
+    private long _passiveUnhealthyUntil;
+    private volatile DestinationHealth _activeHealth;
 
     internal DestinationState(string destinationId, DestinationConfig config, AdmissionGate gate)
     {
@@ -35,8 +37,22 @@ public sealed class DestinationState
     /// <summary>Requests currently being forwarded to this destination.</summary>
     public int ConcurrentRequestCount => Volatile.Read(ref _concurrentRequests);
 
-    /// <summary>The current health (set by health checks).</summary>
-    public DestinationHealth Health { get; set; }
+    /// <summary>
+    /// The effective health: Unhealthy while a passive failure is being sat out, otherwise the
+    /// last active probe result. Setting it records an active probe result.
+    /// </summary>
+    public DestinationHealth Health
+    {
+        get => Environment.TickCount64 < Volatile.Read(ref _passiveUnhealthyUntil) ? DestinationHealth.Unhealthy : _activeHealth;
+        set => _activeHealth = value;
+    }
+
+    /// <summary>Consecutive failed active probes (reset by a successful one).</summary>
+    internal int ConsecutiveProbeFailures;
+
+    /// <summary>Passive health: traffic to this destination failed; skip it for <paramref name="period"/>.</summary>
+    internal void MarkPassiveFailure(TimeSpan period) =>
+        Volatile.Write(ref _passiveUnhealthyUntil, Environment.TickCount64 + (long)period.TotalMilliseconds);
 
     internal AdmissionGate Gate { get; }
 

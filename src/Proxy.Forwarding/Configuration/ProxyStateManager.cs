@@ -25,7 +25,7 @@ internal sealed record ProxySnapshot(
 // Readers take Current (one volatile reference); only the reload callback writes it, under _reloadLock.
 internal sealed class ProxyStateManager : IDisposable
 {
-    private readonly IProxyConfigProvider _provider;
+    private readonly IProxyConfigProvider? _provider;
     private readonly IReadOnlyDictionary<string, ILoadBalancingPolicy> _policies;
     private readonly ILogger<ProxyStateManager> _logger;
     private readonly Lock _reloadLock = new();
@@ -33,13 +33,15 @@ internal sealed class ProxyStateManager : IDisposable
     private CancellationTokenSource _changed = new();
     private IDisposable? _subscription;
 
-    public ProxyStateManager(IProxyConfigProvider provider, IEnumerable<ILoadBalancingPolicy> policies, ILogger<ProxyStateManager> logger)
+    public ProxyStateManager(IEnumerable<ILoadBalancingPolicy> policies, ILogger<ProxyStateManager> logger, IProxyConfigProvider? provider = null)
     {
         _provider = provider;
         _policies = policies.GroupBy(p => p.Name, StringComparer.OrdinalIgnoreCase)
             .ToDictionary(g => g.Key, g => g.Last(), StringComparer.OrdinalIgnoreCase);
         _logger = logger;
     }
+
+    public bool IsInitialized => _current is not null;
 
     public ProxySnapshot Current => _current ?? throw new InvalidOperationException("The proxy configuration was not loaded; call MapProxyForwarding().");
 
@@ -54,6 +56,11 @@ internal sealed class ProxyStateManager : IDisposable
             if (_current is not null)
             {
                 return;
+            }
+
+            if (_provider is null)
+            {
+                throw new InvalidOperationException("No proxy configuration source: call LoadFromConfig(...) or LoadFromMemory(...) after AddProxyForwarding().");
             }
 
             _current = BuildSnapshot(LoadValidated(), previous: null);
@@ -85,7 +92,7 @@ internal sealed class ProxyStateManager : IDisposable
     private ProxyConfig LoadValidated()
     {
         var errors = new List<string>();
-        var config = _provider.GetConfig(errors);
+        var config = _provider!.GetConfig(errors);
         ConfigValidator.Validate(config, _provider.Name, errors, _policies.Keys.ToList());
         if (errors.Count > 0)
         {

@@ -86,8 +86,9 @@ internal sealed class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMet
         catch (Exception ex)
         {
             var error = ClassifySendFailure(cancellation, requestContent);
-            await transformer.TransformResponseAsync(context, null, CancellationToken.None).ConfigureAwait(false);
             ReportBeforeResponse(context, error, ex, isGrpc, cancellation.DeadlineExpired);
+            // Lets "When: Failure" response transforms decorate the error response.
+            await transformer.TransformResponseAsync(context, null, CancellationToken.None).ConfigureAwait(false);
             return error;
         }
 
@@ -109,8 +110,13 @@ internal sealed class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMet
             {
                 await context.Response.StartAsync(cancellation.Token).ConfigureAwait(false);
                 // NOTE: StartAsync only commits the headers; a server may keep them in its output
-                // buffer until the first flush (Kestrel does), which is exactly the hang above.
-                await context.Response.Body.FlushAsync(cancellation.Token).ConfigureAwait(false);
+                // buffer until the first flush (Kestrel does), which is exactly the hang above. A
+                // body of known length is not a stream that waits on its peer, so its headers may
+                // ride with the first DATA write and save a packet.
+                if (response.Content.Headers.ContentLength is null)
+                {
+                    await context.Response.Body.FlushAsync(cancellation.Token).ConfigureAwait(false);
+                }
             }
             catch (Exception ex)
             {

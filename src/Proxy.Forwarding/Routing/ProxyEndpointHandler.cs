@@ -17,6 +17,9 @@ namespace Proxy.Forwarding.Routing;
 // Stateless and shared.
 internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwarder forwarder, ForwardingMetrics metrics, ILogger<ProxyEndpointHandler> logger)
 {
+    /// <summary>How long a passively failed destination is skipped when not configured (YARP's value).</summary>
+    public static readonly TimeSpan DefaultReactivationPeriod = TimeSpan.FromMinutes(2);
+
     public async Task InvokeAsync(HttpContext context)
     {
         var route = context.GetEndpoint()?.Metadata.GetMetadata<RouteState>()
@@ -71,7 +74,13 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
                 ActivityTimeout = route.Config.ActivityTimeout ?? cluster.RequestConfig.ActivityTimeout,
                 Timeout = route.Config.Timeout,
             };
-            await forwarder.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer);
+            var error = await forwarder.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer);
+            // Passive health: a destination that refuses connections or breaks requests is sat out
+            // for the reactivation period instead of failing every Nth request.
+            if (error is ForwarderError.Request or ForwarderError.RequestTimedOut && cluster.Config.HealthCheck?.Passive is { Enabled: true } passive)
+            {
+                destination.MarkPassiveFailure(passive.ReactivationPeriod ?? DefaultReactivationPeriod);
+            }
         }
         finally
         {

@@ -17,4 +17,7 @@ internal static partial class Log
 
     [LoggerMessage(4, LogLevel.Debug, "Response started; client response will be aborted with {Reason} after {Error}")]
     public static partial void AbortingClient(ILogger logger, string reason, ForwarderError error);
+
+    [LoggerMessage(5, LogLevel.Debug, "Health probe of destination '{DestinationId}' in cluster '{ClusterId}' failed: {Reason}")]
+    public static partial void ProbeFailed(ILogger logger, string clusterId, string destinationId, string reason);
 }
