@@ -173,6 +173,7 @@ public class ConfigTests
         root.Reload();
 
         Assert.Same(before, manager.Current);
+        Assert.Contains("ReverseProxy:Routes:r1:ClusterId: cluster 'missing' does not exist", manager.LastReloadError);
         Assert.Equal("ok", await http.GetStringAsync("/"));
     }
 

@@ -32,6 +32,7 @@ internal sealed class ProxyStateManager : IDisposable
     private volatile ProxySnapshot? _current;
     private CancellationTokenSource _changed = new();
     private IDisposable? _subscription;
+    private TaskCompletionSource _reloadAttempt = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     public ProxyStateManager(IEnumerable<ILoadBalancingPolicy> policies, ILogger<ProxyStateManager> logger, IProxyConfigProvider? provider = null)
     {
@@ -68,6 +69,12 @@ internal sealed class ProxyStateManager : IDisposable
         }
     }
 
+    /// <summary>Why the last reload was rejected; null after a successful one.</summary>
+    public string? LastReloadError { get; private set; }
+
+    /// <summary>Completes when the next reload attempt (good or bad) has been processed.</summary>
+    internal Task NextReloadAttempt => _reloadAttempt.Task;
+
     private void Reload()
     {
         lock (_reloadLock)
@@ -75,19 +82,26 @@ internal sealed class ProxyStateManager : IDisposable
             try
             {
                 _current = BuildSnapshot(LoadValidated(), _current);
+                LastReloadError = null;
             }
             catch (Exception ex)
             {
                 var errors = ex is ProxyConfigException pce ? string.Join(Environment.NewLine, pce.Errors) : ex.Message;
+                LastReloadError = errors;
                 Log.ReloadRejected(_logger, errors, ex is ProxyConfigException ? null : ex);
+                CompleteAttempt();
                 return;
             }
 
             var previous = _changed;
             _changed = new CancellationTokenSource();
             previous.Cancel();
+            CompleteAttempt();
         }
     }
+
+    private void CompleteAttempt() =>
+        Interlocked.Exchange(ref _reloadAttempt, new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously)).TrySetResult();
 
     private ProxyConfig LoadValidated()
     {
