@@ -264,8 +264,7 @@ internal sealed class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMet
             }
         }
 
-        var proxy = context.Features.Get<IReverseProxyFeature>();
-        Log.ForwardingFailed(logger, error, proxy?.RouteId, proxy?.ClusterId, proxy?.DestinationId, response.StatusCode, exception);
+        Log.Outcome(logger, error, context, exception);
     }
 
     internal static int StatusFor(ForwarderError error) => error switch
@@ -284,8 +283,7 @@ internal sealed class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMet
         StreamingRequestContent? requestContent, CancellationTokenSource requestBodyCancellation)
     {
         context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception));
-        var proxy = context.Features.Get<IReverseProxyFeature>();
-        Log.ForwardingFailed(logger, error, proxy?.RouteId, proxy?.ClusterId, proxy?.DestinationId, context.Response.StatusCode, exception);
+        Log.Outcome(logger, error, context, exception);
 
         // RFC 9113 §8.1: a stream that cannot complete is reset. CANCEL when the exchange was
         // abandoned (client gone, timeout), INTERNAL_ERROR when the backend broke it.

@@ -20,4 +20,21 @@ internal static partial class Log
 
     [LoggerMessage(5, LogLevel.Debug, "Health probe of destination '{DestinationId}' in cluster '{ClusterId}' failed: {Reason}")]
     public static partial void ProbeFailed(ILogger logger, string clusterId, string destinationId, string reason);
+
+    [LoggerMessage(6, LogLevel.Debug, "Client went away: {Error} (route '{RouteId}', cluster '{ClusterId}', destination '{DestinationId}')")]
+    public static partial void ClientGone(ILogger logger, ForwarderError error, string? routeId, string? clusterId, string? destinationId);
+
+    /// <summary>Client disconnects are routine: they go to Debug so they do not drown real backend failures.</summary>
+    public static void Outcome(ILogger logger, ForwarderError error, Microsoft.AspNetCore.Http.HttpContext context, Exception? exception)
+    {
+        var proxy = context.Features.Get<IReverseProxyFeature>();
+        if (error is ForwarderError.RequestCanceled or ForwarderError.ResponseBodyCanceled)
+        {
+            ClientGone(logger, error, proxy?.RouteId, proxy?.ClusterId, proxy?.DestinationId);
+        }
+        else
+        {
+            ForwardingFailed(logger, error, proxy?.RouteId, proxy?.ClusterId, proxy?.DestinationId, context.Response.StatusCode, exception);
+        }
+    }
 }
