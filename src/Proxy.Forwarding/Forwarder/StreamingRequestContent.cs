@@ -45,9 +45,10 @@ internal sealed class StreamingRequestContent : HttpContent
         using var linked = CancellationTokenSource.CreateLinkedTokenSource(_cancellation, cancellationToken);
         if (_flushEveryWrite)
         {
-            // NOTE: HttpClient holds the HEADERS frame back until the body's first flush. A gRPC bidi
-            // call whose client waits for the server's headers before sending would hang, so push
-            // the headers out now.
+            // NOTE: HttpClient has held the HEADERS frame of a duplex request back until the body's
+            // first flush (dotnet/runtime #96223); a gRPC bidi call whose client waits for the
+            // server's headers before sending would then hang. .NET 10 no longer needs this (the
+            // bidi test passes without it), but the flush is cheap insurance, as in Grpc.Net.Client.
             try
             {
                 await stream.FlushAsync(linked.Token).ConfigureAwait(false);
