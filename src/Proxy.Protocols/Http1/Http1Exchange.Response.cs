@@ -75,6 +75,15 @@ internal sealed partial class Http1Exchange
 
     private async Task CompleteCoreAsync()
     {
+        if (_connection.IsAborted)
+        {
+            // Aborted (by the app, e.g. a proxy whose backend broke mid-body, or by the client):
+            // a last-chunk now would tell the client the truncated body is complete. Say nothing;
+            // the connection closes.
+            ResponseIncomplete = true;
+            KeepAlive = false;
+            return;
+        }
         WriteHead(finalizing: true);
         if (_mode == BodyMode.Chunked)
         {

@@ -44,8 +44,9 @@ public sealed class TestApp(WebApplication app, Uri baseAddress, TestProtocol pr
 }
 
 /// <summary>
-/// The one place that decides which server hosts the proxy under test. Today Kestrel; the lead runs
-/// the same suite on our server by changing <see cref="UseServer"/> only.
+/// The one place that decides which server hosts the proxy under test: Kestrel in
+/// Proxy.Forwarding.Tests, Proxy.Server in Proxy.Forwarding.OnProxyServer.Tests (same sources,
+/// compiled with PROXY_SERVER).
 /// </summary>
 public static class ProxyTestHost
 {
@@ -57,7 +58,16 @@ public static class ProxyTestHost
     public static Task<TestApp> StartBackendAsync(Action<WebApplication> map, TestProtocol protocol = TestProtocol.Http1) =>
         StartAsync(_ => { }, map, protocol, UseKestrel);
 
+#if PROXY_SERVER
+    private static void UseServer(WebApplicationBuilder builder, TestProtocol protocol) =>
+        builder.WebHost.UseProxyServer(o =>
+        {
+            o.MaxRequestBodySize = null;
+            o.Listen(IPAddress.Loopback, 0, l => l.Protocols = protocol == TestProtocol.Http2 ? Proxy.Server.HttpProtocols.Http2 : Proxy.Server.HttpProtocols.Http1);
+        });
+#else
     private static void UseServer(WebApplicationBuilder builder, TestProtocol protocol) => UseKestrel(builder, protocol);
+#endif
 
     private static void UseKestrel(WebApplicationBuilder builder, TestProtocol protocol) =>
         builder.WebHost.UseKestrel(o =>

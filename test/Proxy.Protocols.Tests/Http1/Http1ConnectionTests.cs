@@ -278,6 +278,22 @@ public class Http1ConnectionTests
     }
 
     [Fact]
+    public async Task Abort_AfterPartialChunkedBody_NoLastChunkAndClose()
+    {
+        await using var h = new Http1Harness(async e =>
+        {
+            await e.WriteAsync("partial");
+            e.Abort(0);
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        var all = await h.ReadToEndAsync();
+
+        Assert.Contains("partial", all);
+        Assert.DoesNotContain("\r\n0\r\n\r\n", all);
+    }
+
+    [Fact]
     public async Task BadRequest_HeadersTooLarge_431()
     {
         await using var h = new Http1Harness(_ => Task.CompletedTask, new Http1Options { MaxRequestHeadersTotalSize = 100 });
