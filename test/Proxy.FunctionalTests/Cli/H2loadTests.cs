@@ -5,6 +5,7 @@ using Proxy.Testing.Interop;
 namespace Proxy.FunctionalTests.Cli;
 
 /// <summary>An h2load smoke run: many multiplexed requests over a few connections, every one must succeed.</summary>
+[Collection(SerialCollection.Name)]
 public sealed partial class H2loadTests(HelloAppFixture fixture) : IClassFixture<HelloAppFixture>
 {
     private const int Requests = 5000;

@@ -9,6 +9,7 @@ namespace Proxy.FunctionalTests.Cli;
 /// h2spec conformance runs (generic, http2 and hpack suites) against the Hello app. h2spec has no Debian
 /// package, so when it is not on PATH these skip even in CI.
 /// </summary>
+[Collection(SerialCollection.Name)]
 public sealed class H2specTests(HelloAppFixture fixture, ITestOutputHelper output) : IClassFixture<HelloAppFixture>, IDisposable
 {
     private readonly string _directory = Directory.CreateTempSubdirectory("proxy-h2spec-").FullName;
