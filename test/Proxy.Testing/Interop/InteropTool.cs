@@ -33,14 +33,17 @@ public sealed record InteropTool(string Command, string InstallHint, bool SkipIn
     /// The skip reason for a test that needs this tool, or null when the test must run
     /// (tool present, or missing under CI so that the test fails loudly).
     /// </summary>
-    public string? SkipReason()
+    public string? SkipReason() => SkipReason(isPresent: Path is not null, isCi: IsCi);
+
+    /// <summary>The decision of <see cref="SkipReason()"/> for a given presence and environment.</summary>
+    public string? SkipReason(bool isPresent, bool isCi)
     {
-        if (Path is not null)
+        if (isPresent)
         {
             return null;
         }
 
-        return IsCi && !SkipInCiWhenMissing ? null : MissingMessage;
+        return isCi && !SkipInCiWhenMissing ? null : MissingMessage;
     }
 
     /// <summary>Full path of the tool; throws with the install hint when missing (the CI failure path).</summary>
