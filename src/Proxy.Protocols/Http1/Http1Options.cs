@@ -12,4 +12,10 @@ public sealed class Http1Options
     public TimeSpan RequestHeadersTimeout { get; set; } = TimeSpan.FromSeconds(30);
     /// <summary>Idle time between requests on a kept-alive connection.</summary>
     public TimeSpan KeepAliveTimeout { get; set; } = TimeSpan.FromSeconds(130);
+    /// <summary>
+    /// Request body bytes the server reads and discards after the app finished without reading
+    /// them, to keep the connection; a larger remainder closes the connection instead. The drain
+    /// is bounded in time by <see cref="RequestHeadersTimeout"/>.
+    /// </summary>
+    public long MaxRequestBodyDrainSize { get; set; } = 64 * 1024;
 }

@@ -1,0 +1,248 @@
+using System.Text;
+
+namespace Proxy.Codecs.Hpack;
+
+// Owned by the connection's frame-writer loop: blocks reach the wire in the order they are encoded.
+public sealed partial class HpackEncoder
+{
+    // RFC 9113 §6.5.2: SETTINGS_HEADER_TABLE_SIZE starts at 4,096 until the peer says otherwise,
+    // so the peer's decoder starts with a 4,096-octet table.
+    private const int InitialPeerMaxDynamicTableSize = 4096;
+
+    // Worst case for one literal field: representation octet + name length + value length integers.
+    private const int LiteralOverhead = 3 * IntegerCodec.MaxEncodedLength;
+
+    private readonly int _configuredMaxSize;
+    private readonly bool _useHuffman;
+    private readonly EncoderDynamicTable _table;
+
+    // Size updates owed to the peer (RFC 7541 §4.2), applied and emitted at the next block start:
+    // the smallest size since the last block (so the peer evicts what we evicted), then the final one.
+    private bool _sizeUpdatePending;
+    private int _pendingSmallestSize;
+    private int _pendingFinalSize;
+
+    private OwnerGuard _ownerGuard;
+
+    /// <param name="maxDynamicTableSize">Table size we use; never above the peer's SETTINGS_HEADER_TABLE_SIZE.</param>
+    /// <param name="useHuffman">Huffman-code a string when that is shorter than the raw octets.</param>
+    public HpackEncoder(int maxDynamicTableSize = 4096, bool useHuffman = true)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegative(maxDynamicTableSize);
+        _configuredMaxSize = maxDynamicTableSize;
+        _useHuffman = useHuffman;
+        _table = new EncoderDynamicTable(InitialPeerMaxDynamicTableSize);
+        int effective = Math.Min(maxDynamicTableSize, InitialPeerMaxDynamicTableSize);
+        if (effective != InitialPeerMaxDynamicTableSize)
+        {
+            // Using less than the peer's initial 4,096 must be announced in the first block.
+            QueueSizeUpdate(effective);
+        }
+    }
+
+    /// <summary>Current dynamic table size in octets (RFC 7541 §4.1), for tests.</summary>
+    internal int DynamicTableSize => _table.Size;
+
+    internal int DynamicTableMaxSize => _table.MaxSize;
+
+    internal int DynamicTableCount => _table.Count;
+
+    internal (string Name, string Value) GetDynamicEntry(int index) => _table[index];
+
+    /// <summary>The peer changed SETTINGS_HEADER_TABLE_SIZE: the next block starts with a size update.</summary>
+    /// <remarks>The table itself changes at the next <see cref="BeginHeaderBlock"/>, so calling this
+    /// in the middle of a block cannot desynchronise the peer.</remarks>
+    public void SetPeerMaxDynamicTableSize(int size)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegative(size);
+        QueueSizeUpdate(Math.Min(_configuredMaxSize, size));
+    }
+
+    /// <summary>Begins a header block: emits any pending dynamic table size update (RFC 7541 §4.2).</summary>
+    public void BeginHeaderBlock(IBufferWriter<byte> output)
+    {
+        ArgumentNullException.ThrowIfNull(output);
+        if (!_sizeUpdatePending)
+        {
+            return;
+        }
+
+        _sizeUpdatePending = false;
+        Span<byte> span = output.GetSpan(2 * IntegerCodec.MaxEncodedLength);
+        int written = 0;
+        int current = _table.MaxSize;
+        if (_pendingSmallestSize < current)
+        {
+            // RFC 7541 §4.2: "the smallest maximum table size that occurs in that interval MUST be
+            // signaled in a dynamic table size update".
+            written += IntegerCodec.Encode(_pendingSmallestSize, 5, 0x20, span);
+            _table.SetMaxSize(_pendingSmallestSize);
+            current = _pendingSmallestSize;
+        }
+
+        if (_pendingFinalSize != current)
+        {
+            // "The final maximum size is always signaled, resulting in at most two updates."
+            written += IntegerCodec.Encode(_pendingFinalSize, 5, 0x20, span[written..]);
+            _table.SetMaxSize(_pendingFinalSize);
+        }
+
+        output.Advance(written);
+    }
+
+    /// <summary>
+    /// Encodes one field. Names should already be lowercase (an uppercase name is lowercased, with an
+    /// allocation). <paramref name="neverIndex"/> encodes as "never indexed" (RFC 7541 §6.2.3) for
+    /// sensitive values such as authorization and cookies.
+    /// </summary>
+    /// <remarks>
+    /// Characters are sent as single octets (ISO-8859-1); a character above U+00FF throws
+    /// <see cref="ArgumentException"/>, since it cannot be sent as one octet.
+    /// NOTE: authorization, proxy-authorization, cookie and set-cookie are always "never indexed"
+    /// (RFC 7541 §7.1.3): their values are secrets an attacker could probe by guessing what
+    /// compresses (CRIME-style), and intermediaries must keep that marking. The cost is resending
+    /// cookies in full on every request.
+    /// </remarks>
+    public void EncodeHeader(IBufferWriter<byte> output, string name, string value, bool neverIndex = false)
+    {
+        ArgumentNullException.ThrowIfNull(output);
+        ArgumentNullException.ThrowIfNull(name);
+        ArgumentNullException.ThrowIfNull(value);
+        _ownerGuard.Enter(nameof(HpackEncoder));
+        try
+        {
+            EncodeHeaderCore(output, name, value, neverIndex);
+        }
+        finally
+        {
+            _ownerGuard.Exit();
+        }
+    }
+
+    private void EncodeHeaderCore(IBufferWriter<byte> output, string name, string value, bool neverIndex)
+    {
+        if (name.AsSpan().ContainsAnyExceptInRange('\0', '\u00FF') || value.AsSpan().ContainsAnyExceptInRange('\0', '\u00FF'))
+        {
+            throw new ArgumentException($"Header '{name}' has a character that does not fit in one octet.");
+        }
+
+        if (name.AsSpan().ContainsAnyInRange('A', 'Z'))
+        {
+            // RFC 9113 §8.2.1: uppercase field names make the message malformed. Callers should pass
+            // lowercase names (this allocates), but a stray one must not break the connection.
+            name = name.ToLowerInvariant();
+        }
+
+        Span<byte> span = output.GetSpan(LiteralOverhead + name.Length + value.Length);
+        int written;
+
+        // 1. A full match in the static table, then in the dynamic table: RFC 7541 §6.1 indexed field.
+        int staticIndex = StaticTable.Find(name, value, out bool staticValueMatched);
+        bool sensitive = neverIndex || IsSensitive(name);
+        if (staticValueMatched)
+        {
+            written = IntegerCodec.Encode(staticIndex, 7, 0x80, span);
+            output.Advance(written);
+            return;
+        }
+
+        if (!sensitive)
+        {
+            int dynamicIndex = _table.FindField(name, value);
+            if (dynamicIndex != 0)
+            {
+                written = IntegerCodec.Encode(StaticTable.Count + dynamicIndex, 7, 0x80, span);
+                output.Advance(written);
+                return;
+            }
+        }
+
+        // 2. The name by index when either table has it (static first: smaller, never evicted).
+        int nameIndex = staticIndex;
+        if (nameIndex == 0)
+        {
+            int dynamicNameIndex = _table.FindName(name);
+            nameIndex = dynamicNameIndex == 0 ? 0 : StaticTable.Count + dynamicNameIndex;
+        }
+
+        // 3. The representation: never indexed (§6.2.3), with incremental indexing (§6.2.1), or
+        //    without indexing (§6.2.2).
+        bool index = false;
+        if (sensitive)
+        {
+            written = IntegerCodec.Encode(nameIndex, 4, 0x10, span);
+        }
+        else if (ShouldIndex(name, value))
+        {
+            written = IntegerCodec.Encode(nameIndex, 6, 0x40, span);
+            index = true;
+        }
+        else
+        {
+            written = IntegerCodec.Encode(nameIndex, 4, 0x00, span);
+        }
+
+        if (nameIndex == 0)
+        {
+            written += WriteString(name, span[written..]);
+        }
+
+        written += WriteString(value, span[written..]);
+        output.Advance(written);
+
+        if (index)
+        {
+            _table.Add(name, value);
+        }
+    }
+
+    private void QueueSizeUpdate(int size)
+    {
+        _pendingSmallestSize = _sizeUpdatePending ? Math.Min(_pendingSmallestSize, size) : size;
+        _pendingFinalSize = size;
+        _sizeUpdatePending = true;
+    }
+
+    private static bool IsSensitive(string name) => name switch
+    {
+        "authorization" or "proxy-authorization" or "cookie" or "set-cookie" => true,
+        _ => false,
+    };
+
+    /// <summary>
+    /// Indexing a field that will not repeat only evicts fields that would. Skip values that change
+    /// on nearly every message, and fields too big to leave room for others.
+    /// </summary>
+    private bool ShouldIndex(string name, string value)
+    {
+        long entrySize = (long)name.Length + value.Length + DecoderDynamicTable.EntryOverhead;
+        if (entrySize * 4 > (long)_table.MaxSize * 3)
+        {
+            return false;
+        }
+
+        return name switch
+        {
+            "content-length" or "etag" or "age" or "last-modified" or "content-range"
+                or "if-modified-since" or "if-none-match" => false,
+            _ => true,
+        };
+    }
+
+    /// <summary>RFC 7541 §5.2 string literal; Huffman-coded only when strictly shorter.</summary>
+    private int WriteString(string text, Span<byte> destination)
+    {
+        if (_useHuffman && text.Length > 0)
+        {
+            int huffmanLength = Huffman.GetEncodedLength(text);
+            if (huffmanLength < text.Length)
+            {
+                int prefix = IntegerCodec.Encode(huffmanLength, 7, 0x80, destination);
+                return prefix + Huffman.Encode(text, destination[prefix..]);
+            }
+        }
+
+        int lengthPrefix = IntegerCodec.Encode(text.Length, 7, 0x00, destination);
+        return lengthPrefix + Encoding.Latin1.GetBytes(text, destination[lengthPrefix..]);
+    }
+}

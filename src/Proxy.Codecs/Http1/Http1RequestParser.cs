@@ -1,0 +1,376 @@
+using System.Text;
+
+namespace Proxy.Codecs.Http1;
+
+/// <summary>
+/// Strict RFC 9112 request-head parser over <see cref="ReadOnlySequence{T}"/>. Stateless: each call
+/// looks at the buffer from its start. Nothing reaches the sink until the whole head (request line
+/// through the empty line) has arrived, so a partial head returns false without side effects and
+/// the caller retries with more bytes; the limits are enforced before the head is complete.
+/// </summary>
+public static class Http1RequestParser
+{
+    /// <summary>
+    /// Parses one request head at the start of <paramref name="buffer"/>.
+    /// Returns false when more data is needed (<paramref name="consumed"/> = buffer start).
+    /// Throws <see cref="Http1ParseException"/> for a malformed head or an exceeded limit.
+    /// </summary>
+    public static bool TryParseHead(
+        ReadOnlySequence<byte> buffer,
+        IHttp1RequestSink sink,
+        Http1ParserLimits limits,
+        out Http1RequestHead head,
+        out SequencePosition consumed)
+    {
+        head = default;
+        consumed = buffer.Start;
+        var reader = new SequenceReader<byte>(buffer);
+
+        // RFC 9112 §2.2: "a server that is expecting to receive and parse a request-line SHOULD
+        // ignore at least one empty line (CRLF) received prior to the request-line."
+        while (reader.TryPeek(out var first) && first == (byte)'\r')
+        {
+            if (!reader.TryPeek(1, out var second))
+            {
+                return false;
+            }
+            if (second != (byte)'\n')
+            {
+                throw Http1ParseException.BadRequest("Bare CR");
+            }
+            reader.Advance(2);
+            if (reader.Consumed > limits.MaxRequestLineSize)
+            {
+                throw new Http1ParseException(414, "Request line too long");
+            }
+        }
+        var headStart = reader.Consumed;
+
+        // Pass 1: locate the end of the head, enforcing the limits on partial input.
+        var scan = reader;
+        if (!scan.TryAdvanceTo((byte)'\n'))
+        {
+            if (scan.Remaining > limits.MaxRequestLineSize + 1)
+            {
+                throw new Http1ParseException(414, "Request line too long");
+            }
+            return false;
+        }
+        if (scan.Consumed - headStart - 2 > limits.MaxRequestLineSize)
+        {
+            throw new Http1ParseException(414, "Request line too long");
+        }
+        if (!Http1FieldLines.TryFindSectionEnd(scan, limits.MaxHeadersTotalSize, limits.MaxHeaderCount))
+        {
+            return false;
+        }
+
+        // Pass 2: parse for real; every line is known to be complete.
+        byte[]? scratch = null;
+        try
+        {
+            var line = Http1FieldLines.ReadLine(ref reader, ref scratch);
+            var (version, form, isConnect) = ParseRequestLine(line, sink);
+            var framing = new FramingState();
+            while (true)
+            {
+                line = Http1FieldLines.ReadLine(ref reader, ref scratch);
+                if (line.IsEmpty)
+                {
+                    break;
+                }
+                Http1FieldLines.ParseFieldLine(line, out var name, out var value);
+                framing.Observe(name, value);
+                sink.OnField(name, value);
+            }
+            head = framing.Conclude(version, form, isConnect, checked((int)(reader.Consumed - headStart)));
+            consumed = reader.Position;
+            return true;
+        }
+        finally
+        {
+            if (scratch is not null)
+            {
+                ArrayPool<byte>.Shared.Return(scratch);
+            }
+        }
+    }
+
+    /// <summary>request-line = method SP request-target SP HTTP-version (RFC 9112 §3).</summary>
+    private static (Http1Version, Http1TargetForm, bool) ParseRequestLine(ReadOnlySpan<byte> line, IHttp1RequestSink sink)
+    {
+        var sp1 = line.IndexOf((byte)' ');
+        if (sp1 <= 0)
+        {
+            throw Http1ParseException.BadRequest("Invalid request line");
+        }
+        var method = line[..sp1];
+        if (!Http1Chars.IsToken(method))
+        {
+            throw Http1ParseException.BadRequest("Invalid method");
+        }
+        var rest = line[(sp1 + 1)..];
+        var sp2 = rest.IndexOf((byte)' ');
+        if (sp2 < 0)
+        {
+            // No version at all: not an HTTP/1.x request line (HTTP/0.9 is not supported).
+            throw Http1ParseException.UnrecognizedProtocol("Invalid request line");
+        }
+        if (sp2 == 0)
+        {
+            // A doubled SP (we do not take §3's lenient whitespace option).
+            throw Http1ParseException.BadRequest("Invalid request line");
+        }
+        var target = rest[..sp2];
+        var versionText = rest[(sp2 + 1)..];
+        if (!Http1Chars.IsValidTarget(target))
+        {
+            throw Http1ParseException.BadRequest("Invalid request target");
+        }
+        var version = ParseVersion(versionText);
+        var isConnect = method.SequenceEqual("CONNECT"u8);
+        var form = ClassifyTarget(method, target, isConnect);
+        sink.OnRequestLine(method, target, version, form);
+        return (version, form, isConnect);
+    }
+
+    /// <summary>HTTP-version = "HTTP/" DIGIT "." DIGIT (RFC 9112 §2.3); case-sensitive.</summary>
+    private static Http1Version ParseVersion(ReadOnlySpan<byte> text)
+    {
+        if (text.SequenceEqual("HTTP/1.1"u8))
+        {
+            return Http1Version.Http11;
+        }
+        if (text.SequenceEqual("HTTP/1.0"u8))
+        {
+            return Http1Version.Http10;
+        }
+        if (text.Length == 8 && text.StartsWith("HTTP/"u8) && char.IsAsciiDigit((char)text[5]) && text[6] == (byte)'.' && char.IsAsciiDigit((char)text[7]))
+        {
+            throw new Http1ParseException(505, "HTTP version not supported");
+        }
+        throw Http1ParseException.UnrecognizedProtocol("Invalid HTTP version");
+    }
+
+    private static Http1TargetForm ClassifyTarget(ReadOnlySpan<byte> method, ReadOnlySpan<byte> target, bool isConnect)
+    {
+        // RFC 9112 §3.2.3: authority-form is only used for CONNECT, and CONNECT only uses it.
+        if (isConnect)
+        {
+            if (!Http1RequestTarget.IsAuthorityForm(target))
+            {
+                throw Http1ParseException.BadRequest("CONNECT requires authority-form target");
+            }
+            return Http1TargetForm.Authority;
+        }
+        if (target[0] == (byte)'/')
+        {
+            return Http1TargetForm.Origin;
+        }
+        // RFC 9112 §3.2.4: asterisk-form is only used for a server-wide OPTIONS request.
+        if (target.Length == 1 && target[0] == (byte)'*')
+        {
+            if (!method.SequenceEqual("OPTIONS"u8))
+            {
+                throw Http1ParseException.BadRequest("Asterisk-form target requires OPTIONS");
+            }
+            return Http1TargetForm.Asterisk;
+        }
+        // RFC 9112 §3.2.2: "a server MUST accept the use of the absolute-form in requests".
+        if (Http1RequestTarget.IsAbsoluteForm(target))
+        {
+            return Http1TargetForm.Absolute;
+        }
+        throw Http1ParseException.BadRequest("Invalid request target");
+    }
+
+    /// <summary>Accumulates the framing and connection-control fields of one head (RFC 9112 §6, §9).</summary>
+    private struct FramingState
+    {
+        private long _contentLength;
+        private bool _hasContentLength;
+        private bool _hasTransferEncoding;
+        private bool _chunkedFinal;
+        private int _chunkedCount;
+        private bool _unknownCoding;
+        private bool _connectionClose;
+        private bool _connectionKeepAlive;
+        private bool _expectContinue;
+        private bool _teTrailers;
+        private bool _upgrade;
+        private int _hostCount;
+
+        public FramingState()
+        {
+            _contentLength = -1;
+        }
+
+        public void Observe(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
+        {
+            if (Ascii.EqualsIgnoreCase(name, "content-length"u8))
+            {
+                ObserveContentLength(value);
+            }
+            else if (Ascii.EqualsIgnoreCase(name, "transfer-encoding"u8))
+            {
+                ObserveTransferEncoding(value);
+            }
+            else if (Ascii.EqualsIgnoreCase(name, "host"u8))
+            {
+                _hostCount++;
+                if (!Http1RequestTarget.IsValidHost(value))
+                {
+                    // RFC 9112 §3.2: 400 for "a Host header field with an invalid field value".
+                    throw Http1ParseException.BadRequest("Invalid Host header");
+                }
+            }
+            else if (Ascii.EqualsIgnoreCase(name, "connection"u8))
+            {
+                while (Http1FieldLines.NextListElement(ref value, out var option))
+                {
+                    if (Ascii.EqualsIgnoreCase(option, "close"u8))
+                    {
+                        _connectionClose = true;
+                    }
+                    else if (Ascii.EqualsIgnoreCase(option, "keep-alive"u8))
+                    {
+                        _connectionKeepAlive = true;
+                    }
+                }
+            }
+            else if (Ascii.EqualsIgnoreCase(name, "expect"u8))
+            {
+                _expectContinue |= Ascii.EqualsIgnoreCase(value, "100-continue"u8);
+            }
+            else if (Ascii.EqualsIgnoreCase(name, "te"u8))
+            {
+                while (Http1FieldLines.NextListElement(ref value, out var coding))
+                {
+                    _teTrailers |= Ascii.EqualsIgnoreCase(coding, "trailers"u8);
+                }
+            }
+            else if (Ascii.EqualsIgnoreCase(name, "upgrade"u8))
+            {
+                _upgrade = true;
+            }
+        }
+
+        private void ObserveContentLength(ReadOnlySpan<byte> value)
+        {
+            // Content-Length = 1*DIGIT (RFC 9110 §8.6). A list or repeated field with identical
+            // values may be accepted as one (RFC 9110 §8.6, RFC 9112 §6.3 item 5); differing values
+            // or anything else is "invalid Content-Length": 400 and close.
+            var any = false;
+            while (Http1FieldLines.NextListElement(ref value, out var element))
+            {
+                any = true;
+                var parsed = ParseDecimal(element);
+                if (_hasContentLength && parsed != _contentLength)
+                {
+                    throw Http1ParseException.BadRequest("Conflicting Content-Length values");
+                }
+                _hasContentLength = true;
+                _contentLength = parsed;
+            }
+            if (!any)
+            {
+                throw Http1ParseException.BadRequest("Invalid Content-Length");
+            }
+        }
+
+        private static long ParseDecimal(ReadOnlySpan<byte> digits)
+        {
+            long result = 0;
+            foreach (var b in digits)
+            {
+                var d = b - (byte)'0';
+                if ((uint)d > 9)
+                {
+                    throw Http1ParseException.BadRequest("Invalid Content-Length");
+                }
+                if (result > (long.MaxValue - d) / 10)
+                {
+                    throw Http1ParseException.BadRequest("Content-Length overflow");
+                }
+                result = result * 10 + d;
+            }
+            return result;
+        }
+
+        private void ObserveTransferEncoding(ReadOnlySpan<byte> value)
+        {
+            _hasTransferEncoding = true;
+            while (Http1FieldLines.NextListElement(ref value, out var coding))
+            {
+                if (Ascii.EqualsIgnoreCase(coding, "chunked"u8))
+                {
+                    _chunkedCount++;
+                    _chunkedFinal = true;
+                }
+                else
+                {
+                    _unknownCoding = true;
+                    _chunkedFinal = false;
+                }
+            }
+        }
+
+        public Http1RequestHead Conclude(Http1Version version, Http1TargetForm form, bool isConnect, int headLength)
+        {
+            // RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, or with more than one.
+            if (_hostCount > 1 || (_hostCount == 0 && version == Http1Version.Http11))
+            {
+                throw Http1ParseException.BadRequest(_hostCount > 1 ? "Multiple Host headers" : "Missing Host header");
+            }
+
+            var framing = Http1BodyFraming.None;
+            if (_hasTransferEncoding)
+            {
+                // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding MUST be treated as having
+                // faulty framing. RFC 9112 §6.3 item 3 lets a server process TE+CL as chunked; we take
+                // the stricter path of rejecting both (a smuggling signature).
+                if (version == Http1Version.Http10)
+                {
+                    throw Http1ParseException.BadRequest("Transfer-Encoding in HTTP/1.0 request");
+                }
+                if (_hasContentLength)
+                {
+                    throw Http1ParseException.BadRequest("Both Transfer-Encoding and Content-Length");
+                }
+                // RFC 9112 §6.3 item 4: chunked not final -> "MUST respond with 400 and close".
+                // RFC 9112 §6.1: chunked MUST NOT be applied more than once.
+                if (!_chunkedFinal || _chunkedCount > 1)
+                {
+                    throw Http1ParseException.BadRequest("Chunked must be the final transfer coding, applied once");
+                }
+                // RFC 9112 §6.1: a transfer coding we do not understand SHOULD get 501.
+                if (_unknownCoding)
+                {
+                    throw new Http1ParseException(501, "Unsupported transfer coding");
+                }
+                framing = Http1BodyFraming.Chunked;
+            }
+            else if (_hasContentLength && _contentLength > 0)
+            {
+                framing = Http1BodyFraming.ContentLength;
+            }
+
+            // RFC 9112 §9.3: HTTP/1.1 persists unless "close"; HTTP/1.0 only with "keep-alive".
+            var keepAlive = version == Http1Version.Http11 ? !_connectionClose : _connectionKeepAlive && !_connectionClose;
+
+            return new Http1RequestHead
+            {
+                Version = version,
+                TargetForm = form,
+                Framing = framing,
+                ContentLength = _hasContentLength ? _contentLength : -1,
+                KeepAlive = keepAlive,
+                // RFC 9110 §10.1.1: "MUST ignore that expectation" in an HTTP/1.0 request.
+                ExpectContinue = _expectContinue && version == Http1Version.Http11 && framing != Http1BodyFraming.None,
+                AcceptsTrailers = _teTrailers,
+                HasUpgrade = _upgrade && !isConnect,
+                HeadLength = headLength,
+            };
+        }
+    }
+}

@@ -1,0 +1,359 @@
+using System.Globalization;
+using System.Text;
+using Proxy.Codecs.Http1;
+
+namespace Proxy.Protocols.Http1;
+
+internal sealed partial class Http1Exchange
+{
+    /// <summary>How the response body is delimited (RFC 9112 §6.3 from the client's side).</summary>
+    private enum BodyMode : byte
+    {
+        /// <summary>HEAD, 204, 304: no content; writes are dropped.</summary>
+        NoBody,
+        ContentLength,
+        Chunked,
+        /// <summary>HTTP/1.0 without Content-Length: the body ends when the connection closes.</summary>
+        CloseDelimited,
+    }
+
+    // Room reserved around a chunk: up to 8 hex digits + CRLF before, CRLF after.
+    private const int MaxChunkOverhead = 8 + 2 + 2;
+
+    private readonly Http1ResponseBody _responseBody;
+    private bool _started;
+    private bool _continueSent;
+    private BodyMode _mode;
+    private long _declaredLength = -1;
+    private long _written;
+    private Memory<byte> _chunkMemory;
+    private int _chunkPrefix;
+    private byte[]? _discardBuffer;
+    private Task? _completeTask;
+
+    public override PipeWriter ResponseBody => _responseBody;
+
+    public override bool HasResponseStarted => _started;
+
+    /// <summary>RFC 9110 §6.5.1: trailers only in a chunked HTTP/1.1 response to a client that sent "TE: trailers".</summary>
+    public override bool SupportsTrailers => Head.Version == Http1Version.Http11 && Head.AcceptsTrailers;
+
+    /// <summary>Whether the connection may carry the next request once this response is complete.</summary>
+    public bool KeepAlive { get; private set; }
+
+    /// <summary>True when the response ended short of its declared Content-Length (the connection must close).</summary>
+    public bool ResponseIncomplete { get; private set; }
+
+    public bool IsCompleted => _completeTask is not null;
+
+    public override async ValueTask StartResponseAsync(CancellationToken cancellationToken = default)
+    {
+        WriteHead(finalizing: false);
+        await FlushOutputAsync(cancellationToken).ConfigureAwait(false);
+    }
+
+    public override ValueTask CompleteAsync()
+    {
+        _completeTask ??= CompleteCoreAsync();
+        return new ValueTask(_completeTask);
+    }
+
+    /// <summary>Replaces a response that never started (handler failure, invalid headers) with an empty <paramref name="status"/>.</summary>
+    internal ValueTask CompleteWithStatusAsync(int status)
+    {
+        if (_started)
+        {
+            throw new InvalidOperationException("The response has already started.");
+        }
+        ResponseHeaders.Clear();
+        ResponseTrailers.Clear();
+        ReasonPhrase = null;
+        StatusCode = status;
+        _completeTask = null;
+        return CompleteAsync();
+    }
+
+    private async Task CompleteCoreAsync()
+    {
+        WriteHead(finalizing: true);
+        if (_mode == BodyMode.Chunked)
+        {
+            // RFC 9112 §7.1: last-chunk, then the trailer section and the final CRLF.
+            var sb = new StringBuilder("0\r\n");
+            if (SupportsTrailers)
+            {
+                AppendFields(sb, ResponseTrailers, skipFraming: true);
+            }
+            sb.Append("\r\n");
+            WriteLatin1(sb.ToString());
+        }
+        else if (_mode == BodyMode.ContentLength && _written < _declaredLength)
+        {
+            // The client would wait forever for the missing bytes: close instead.
+            ResponseIncomplete = true;
+            KeepAlive = false;
+        }
+        await FlushOutputAsync(default).ConfigureAwait(false);
+    }
+
+    internal async ValueTask SendContinueIfExpectedAsync(CancellationToken cancellationToken)
+    {
+        if (!Head.ExpectContinue || _continueSent || _started)
+        {
+            return;
+        }
+        _continueSent = true;
+        WriteLatin1("HTTP/1.1 100 Continue\r\n\r\n");
+        await FlushOutputAsync(cancellationToken).ConfigureAwait(false);
+    }
+
+    internal Memory<byte> GetBodyMemory(int sizeHint)
+    {
+        ThrowIfCompleted();
+        WriteHead(finalizing: false);
+        switch (_mode)
+        {
+            case BodyMode.NoBody:
+                var size = Math.Max(sizeHint, 4096);
+                if (_discardBuffer is null || _discardBuffer.Length < size)
+                {
+                    _discardBuffer = new byte[size];
+                }
+                return _discardBuffer;
+            case BodyMode.Chunked:
+                var memory = _connection.Output.GetMemory(Math.Max(sizeHint, 1) + MaxChunkOverhead);
+                // Leading zeros are allowed in chunk-size (1*HEXDIG), so the prefix width can be
+                // fixed before we know how many bytes the app will write.
+                var digits = HexDigitCount(memory.Length);
+                _chunkPrefix = digits + 2;
+                _chunkMemory = memory;
+                return memory.Slice(_chunkPrefix, memory.Length - _chunkPrefix - 2);
+            default:
+                return _connection.Output.GetMemory(sizeHint);
+        }
+    }
+
+    internal void AdvanceBody(int bytes)
+    {
+        ThrowIfCompleted();
+        ArgumentOutOfRangeException.ThrowIfNegative(bytes);
+        switch (_mode)
+        {
+            case BodyMode.NoBody:
+                return;
+            case BodyMode.ContentLength:
+                if (_written + bytes > _declaredLength)
+                {
+                    throw new InvalidOperationException(
+                        $"Response Content-Length mismatch: too many bytes written ({_written + bytes} of {_declaredLength}).");
+                }
+                _connection.Output.Advance(bytes);
+                break;
+            case BodyMode.Chunked:
+                if (bytes == 0)
+                {
+                    // A zero-size chunk would end the body.
+                    return;
+                }
+                var span = _chunkMemory.Span;
+                var digits = _chunkPrefix - 2;
+                var value = bytes;
+                for (var i = digits - 1; i >= 0; i--)
+                {
+                    span[i] = (byte)"0123456789abcdef"[value & 0xF];
+                    value >>= 4;
+                }
+                span[digits] = (byte)'\r';
+                span[digits + 1] = (byte)'\n';
+                span[_chunkPrefix + bytes] = (byte)'\r';
+                span[_chunkPrefix + bytes + 1] = (byte)'\n';
+                _connection.Output.Advance(_chunkPrefix + bytes + 2);
+                _chunkMemory = default;
+                break;
+            default:
+                _connection.Output.Advance(bytes);
+                break;
+        }
+        _written += bytes;
+    }
+
+    internal ValueTask<FlushResult> FlushBodyAsync(CancellationToken cancellationToken)
+    {
+        WriteHead(finalizing: false);
+        return FlushOutputAsync(cancellationToken);
+    }
+
+    internal void CancelPendingFlush() => _connection.Output.CancelPendingFlush();
+
+    private async ValueTask<FlushResult> FlushOutputAsync(CancellationToken cancellationToken)
+    {
+        var result = await _connection.Output.FlushAsync(cancellationToken).ConfigureAwait(false);
+        if (result.IsCompleted)
+        {
+            // The transport's reader is gone: the client cannot receive anything more.
+            OnClientDisconnected();
+        }
+        return result;
+    }
+
+    private void ThrowIfCompleted()
+    {
+        if (_completeTask is not null)
+        {
+            throw new InvalidOperationException("The response has completed.");
+        }
+    }
+
+    /// <summary>Decides the framing and writes the status line and header section into the transport output.</summary>
+    private void WriteHead(bool finalizing)
+    {
+        if (_started)
+        {
+            return;
+        }
+        var status = StatusCode;
+        if (status < 200 || status > 999)
+        {
+            throw new InvalidOperationException($"Status code {status} cannot be sent as a final response.");
+        }
+        var declared = ParseDeclaredLength(ResponseHeaders.Get("Content-Length"));
+        var appWantsClose = HasToken(ResponseHeaders.Get("Connection"), "close");
+
+        // Step 1: framing. RFC 9110 §6.4.1: HEAD, 204 and 304 responses have no content.
+        var isHead = Method == "HEAD";
+        var mode = status == 204 || status == 304 || isHead ? BodyMode.NoBody
+            : declared >= 0 ? BodyMode.ContentLength
+            : finalizing ? BodyMode.ContentLength
+            : Head.Version == Http1Version.Http11 ? BodyMode.Chunked
+            : BodyMode.CloseDelimited;
+        var addContentLength = mode == BodyMode.ContentLength && declared < 0;
+        if (addContentLength)
+        {
+            declared = 0;
+        }
+
+        // Step 2: persistence (RFC 9112 §9.3, §9.6). A body the client held back behind
+        // "Expect: 100-continue" that we never asked for cannot be skipped safely: close.
+        var unreadContinue = Head.ExpectContinue && !_continueSent && !(_body?.PumpStarted ?? false);
+        var keepAlive = Head.KeepAlive && !appWantsClose && mode != BodyMode.CloseDelimited && !unreadContinue && !_connection.IsAborted;
+
+        // Step 3: serialise (validation first, so a bad header leaves nothing half-written).
+        var sb = new StringBuilder(256);
+        sb.Append("HTTP/1.1 ").Append(status.ToString(CultureInfo.InvariantCulture)).Append(' ')
+          .Append(ReasonPhrase ?? Http1ReasonPhrases.Get(status)).Append("\r\n");
+        // RFC 9110 §8.6: a server MUST NOT send Content-Length in a 204 response.
+        AppendFields(sb, ResponseHeaders, skipFraming: true, skipContentLength: status == 204 || addContentLength);
+        if (addContentLength)
+        {
+            sb.Append("Content-Length: 0\r\n");
+        }
+        if (mode == BodyMode.Chunked)
+        {
+            sb.Append("Transfer-Encoding: chunked\r\n");
+        }
+        if (!keepAlive)
+        {
+            sb.Append("Connection: close\r\n");
+        }
+        else if (Head.Version == Http1Version.Http10)
+        {
+            sb.Append("Connection: keep-alive\r\n");
+        }
+        sb.Append("\r\n");
+        var text = sb.ToString();
+        ValidateResponseText(ReasonPhrase);
+
+        _mode = mode;
+        _declaredLength = declared;
+        KeepAlive = keepAlive;
+        _started = true;
+        WriteLatin1(text);
+    }
+
+    private static void AppendFields(StringBuilder sb, HttpHeaderList fields, bool skipFraming, bool skipContentLength = false)
+    {
+        foreach (var (name, value) in fields)
+        {
+            if (!Http1HeaderValidation.IsToken(name))
+            {
+                throw new InvalidOperationException($"Invalid response header name '{name}'.");
+            }
+            ValidateResponseText(value);
+            // We own the framing and persistence fields (RFC 9112 §6, §9.6): the app's are not copied.
+            if (skipFraming && (name.Equals("Transfer-Encoding", StringComparison.OrdinalIgnoreCase)
+                || name.Equals("Connection", StringComparison.OrdinalIgnoreCase)
+                || name.Equals("Keep-Alive", StringComparison.OrdinalIgnoreCase)))
+            {
+                continue;
+            }
+            if (skipContentLength && name.Equals("Content-Length", StringComparison.OrdinalIgnoreCase))
+            {
+                continue;
+            }
+            sb.Append(name).Append(": ").Append(value).Append("\r\n");
+        }
+    }
+
+    /// <summary>Response splitting guard: no CR, LF, NUL or other CTLs, nothing beyond Latin-1.</summary>
+    private static void ValidateResponseText(string? value)
+    {
+        if (value is null)
+        {
+            return;
+        }
+        foreach (var c in value)
+        {
+            if ((c < 0x20 && c != '\t') || c == 0x7F || c > 0xFF)
+            {
+                throw new InvalidOperationException("Invalid character in response header value or reason phrase.");
+            }
+        }
+    }
+
+    private static long ParseDeclaredLength(string? value)
+    {
+        if (value is null)
+        {
+            return -1;
+        }
+        if (!long.TryParse(value, NumberStyles.None, CultureInfo.InvariantCulture, out var length))
+        {
+            throw new InvalidOperationException($"Invalid response Content-Length '{value}'.");
+        }
+        return length;
+    }
+
+    private static bool HasToken(string? list, string token)
+    {
+        if (list is null)
+        {
+            return false;
+        }
+        foreach (var part in list.Split(','))
+        {
+            if (part.Trim().Equals(token, StringComparison.OrdinalIgnoreCase))
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private static int HexDigitCount(int value)
+    {
+        var digits = 1;
+        while ((value >>= 4) != 0)
+        {
+            digits++;
+        }
+        return digits;
+    }
+
+    private void WriteLatin1(string text)
+    {
+        var output = _connection.Output;
+        var span = output.GetSpan(text.Length);
+        var written = Encoding.Latin1.GetBytes(text, span);
+        output.Advance(written);
+    }
+}

@@ -1,0 +1,133 @@
+using System.Text;
+using Proxy.Codecs.Http1;
+
+namespace Proxy.Protocols.Http1;
+
+/// <summary>
+/// One HTTP/1.x request/response on a connection. The request side is filled by the parser (this
+/// class is its sink) before the handler runs; the response side (Http1Exchange.Response.cs) is
+/// driven by the app and writes straight to the transport.
+/// </summary>
+// Owned by the connection loop until HandleAsync starts, then by the app; RequestAborted may fire from any thread.
+internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
+{
+    private readonly Http1Connection _connection;
+    private readonly CancellationTokenSource _abortedCts = new();
+    private readonly TrailerSink _trailerSink;
+    private Http1RequestBody? _body;
+    private bool _authorityFromTarget;
+
+    public Http1Exchange(Http1Connection connection)
+    {
+        _connection = connection;
+        _trailerSink = new TrailerSink(this);
+        _responseBody = new Http1ResponseBody(this);
+    }
+
+    public Http1RequestHead Head { get; private set; }
+
+    public Http1RequestBody Body => _body ?? throw new InvalidOperationException("The request head has not been parsed.");
+
+    public override PipeReader RequestBody => Body;
+
+    public override CancellationToken RequestAborted => _abortedCts.Token;
+
+    /// <summary>Called by the connection once the parser has accepted the head.</summary>
+    public void OnHeadParsed(in Http1RequestHead head)
+    {
+        Head = head;
+        Protocol = head.Version == Http1Version.Http11 ? "HTTP/1.1" : "HTTP/1.0";
+        Scheme = Connection.Scheme;
+        RequestContentLength = head.ContentLength >= 0 ? head.ContentLength : null;
+        RequestHasBody = head.Framing != Http1BodyFraming.None;
+        _body = new Http1RequestBody(_connection, this, head, _trailerSink);
+    }
+
+    void IHttp1RequestSink.OnRequestLine(ReadOnlySpan<byte> method, ReadOnlySpan<byte> target, Http1Version version, Http1TargetForm form)
+    {
+        Method = KnownMethod(method) ?? Encoding.ASCII.GetString(method);
+        switch (form)
+        {
+            case Http1TargetForm.Absolute:
+                Http1RequestTarget.SplitAbsolute(target, out var authority, out var pathAndQuery);
+                Authority = Encoding.ASCII.GetString(authority);
+                _authorityFromTarget = true;
+                RawTarget = pathAndQuery.IsEmpty || pathAndQuery[0] != (byte)'/'
+                    ? "/" + Encoding.ASCII.GetString(pathAndQuery)
+                    : Encoding.ASCII.GetString(pathAndQuery);
+                break;
+            case Http1TargetForm.Authority:
+                Authority = Encoding.ASCII.GetString(target);
+                _authorityFromTarget = true;
+                RawTarget = Authority;
+                break;
+            default:
+                RawTarget = Encoding.ASCII.GetString(target);
+                break;
+        }
+    }
+
+    void IHttp1FieldSink.OnField(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
+    {
+        var nameString = Encoding.ASCII.GetString(name);
+        // obs-text is carried as Latin-1, so every byte round-trips.
+        var valueString = Encoding.Latin1.GetString(value);
+        RequestHeaders.Add(nameString, valueString);
+        // RFC 9112 §3.2.2: with an absolute-form target the Host header is ignored.
+        if (!_authorityFromTarget && string.Equals(nameString, "Host", StringComparison.OrdinalIgnoreCase))
+        {
+            Authority = valueString;
+        }
+    }
+
+    private static string? KnownMethod(ReadOnlySpan<byte> method) => method.Length switch
+    {
+        3 when method.SequenceEqual("GET"u8) => "GET",
+        3 when method.SequenceEqual("PUT"u8) => "PUT",
+        4 when method.SequenceEqual("POST"u8) => "POST",
+        4 when method.SequenceEqual("HEAD"u8) => "HEAD",
+        5 when method.SequenceEqual("PATCH"u8) => "PATCH",
+        6 when method.SequenceEqual("DELETE"u8) => "DELETE",
+        7 when method.SequenceEqual("OPTIONS"u8) => "OPTIONS",
+        7 when method.SequenceEqual("CONNECT"u8) => "CONNECT",
+        _ => null,
+    };
+
+    /// <summary>The client closed the connection (or the transport failed): fire RequestAborted.</summary>
+    public void OnClientDisconnected()
+    {
+        _connection.MarkClientGone();
+        CancelAborted();
+    }
+
+    public override void Abort(uint errorCode)
+    {
+        // HTTP/1.1 has no per-request reset: aborting the exchange closes the connection.
+        _connection.Abort();
+        CancelAborted();
+    }
+
+    internal void CancelAborted()
+    {
+        try
+        {
+            _abortedCts.Cancel();
+        }
+        catch (ObjectDisposedException)
+        {
+        }
+        catch (AggregateException)
+        {
+            // A callback registered by the app threw; the abort itself stands.
+        }
+    }
+
+    internal void DisposeAbortSource() => _abortedCts.Dispose();
+
+    // Owned by the body pump: adds chunked trailers to RequestTrailers.
+    private sealed class TrailerSink(Http1Exchange exchange) : IHttp1FieldSink
+    {
+        public void OnField(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value) =>
+            exchange.RequestTrailers.Add(Encoding.ASCII.GetString(name), Encoding.Latin1.GetString(value));
+    }
+}

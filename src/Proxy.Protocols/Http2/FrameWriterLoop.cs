@@ -1,0 +1,455 @@
+using System.Threading.Channels;
+using Proxy.Codecs.Hpack;
+using Proxy.Codecs.Http2;
+
+namespace Proxy.Protocols.Http2;
+
+/// <summary>
+/// The single writer of one connection. It is the only reader of the bounded writer channel and owns:
+/// the HPACK encoder and its dynamic table, the outbound flow-control windows (connection and per stream),
+/// the round-robin scheduler of streams with pending output, and the transport write.
+///
+/// Each pass: take every queued message (control frames are written at once, streams join the ready queue),
+/// give each ready stream one turn (its HEADERS and at most one DATA frame), and flush the transport once
+/// the queue drains or <see cref="Http2Options.MaxWriteBatchSize"/> bytes are waiting.
+///
+/// NOTE: HPACK encoding happens here, not on the app's thread. Encoding and writing are then one step in
+/// one loop, so dynamic-table insertions reach the wire in exactly the order they were encoded (RFC 7541
+/// §2.3.2) without a lock and without giving up the dynamic table. The cost (encoding on one thread per
+/// connection) is small next to the transport write the loop does anyway.
+/// </summary>
+// Owned by the frame-writer loop.
+internal sealed class FrameWriterLoop
+{
+    private const int DefaultWindow = 65_535;
+
+    private readonly Http2Connection _connection;
+    private readonly Http2Options _options;
+    private readonly ChannelReader<WriterMessage> _messages;
+    private readonly CountingBufferWriter _output;
+    private readonly HpackEncoder _encoder;
+    private readonly ArrayBufferWriter<byte> _headerBlock = new(1024);
+    private readonly Queue<Http2Stream> _ready = new();
+    private readonly List<Http2Stream> _connectionBlocked = new();
+    private readonly HashSet<Http2Stream> _streamsWithWindow = new();
+
+    private long _connectionWindow = DefaultWindow;
+    private int _peerInitialWindow = DefaultWindow;
+    private int _peerMaxFrameSize = 16_384;
+    private bool _transportClosed;
+
+    public FrameWriterLoop(Http2Connection connection, Http2Options options, ChannelReader<WriterMessage> messages, PipeWriter output)
+    {
+        _connection = connection;
+        _options = options;
+        _messages = messages;
+        _output = new CountingBufferWriter(output);
+        _encoder = new HpackEncoder(Math.Min(4096, options.MaxEncoderHeaderTableSize));
+    }
+
+    public async Task RunAsync()
+    {
+        try
+        {
+            WriteOurSettings();
+            while (!_transportClosed)
+            {
+                while (_messages.TryRead(out var message))
+                {
+                    Handle(message);
+                    if (_output.Unflushed >= _options.MaxWriteBatchSize)
+                    {
+                        await FlushAsync();
+                    }
+                }
+                if (_ready.Count > 0)
+                {
+                    ServiceReadyStreams();
+                    if (_output.Unflushed >= _options.MaxWriteBatchSize)
+                    {
+                        await FlushAsync();
+                    }
+                    continue;
+                }
+                if (_output.Unflushed > 0)
+                {
+                    await FlushAsync(); // the queue drained: one flush for everything gathered
+                    continue;
+                }
+                if (!await _messages.WaitToReadAsync())
+                {
+                    break;
+                }
+            }
+            if (_output.Unflushed > 0 && !_transportClosed)
+            {
+                await FlushAsync();
+            }
+        }
+        catch (Exception ex)
+        {
+            _connection.PostEvent(ReadLoopEvent.WriterFailed(ex));
+        }
+        finally
+        {
+            StopAllStreams();
+        }
+    }
+
+    private async ValueTask FlushAsync()
+    {
+        var result = await _output.Inner.FlushAsync();
+        _output.Unflushed = 0;
+        if (result.IsCompleted || result.IsCanceled)
+        {
+            _transportClosed = true;
+        }
+    }
+
+    /// <summary>RFC 9113 §3.4: the server preface is a SETTINGS frame, sent first; then the connection window is raised (§6.9.2).</summary>
+    private void WriteOurSettings()
+    {
+        Span<Http2Setting> settings = stackalloc Http2Setting[5];
+        var count = 0;
+        settings[count++] = new(Http2SettingsParameter.MaxConcurrentStreams, (uint)_options.MaxConcurrentStreams);
+        settings[count++] = new(Http2SettingsParameter.InitialWindowSize, (uint)_options.InitialStreamWindowSize);
+        settings[count++] = new(Http2SettingsParameter.MaxFrameSize, (uint)_options.MaxFrameSize);
+        settings[count++] = new(Http2SettingsParameter.MaxHeaderListSize, (uint)_options.MaxHeaderListSize);
+        if (_options.HeaderTableSize != 4096)
+        {
+            settings[count++] = new(Http2SettingsParameter.HeaderTableSize, (uint)_options.HeaderTableSize);
+        }
+        Http2FrameWriter.WriteSettings(_output, settings[..count]);
+        var raise = _options.InitialConnectionWindowSize - DefaultWindow;
+        if (raise > 0)
+        {
+            Http2FrameWriter.WriteWindowUpdate(_output, 0, raise);
+        }
+    }
+
+    private void Handle(in WriterMessage message)
+    {
+        if (message.IsControl)
+        {
+            _connection.OnControlFrameDequeued();
+        }
+        switch (message.Kind)
+        {
+            case WriterMessageKind.StreamOutput:
+                Schedule(message.Stream!);
+                break;
+            case WriterMessageKind.PeerSettings:
+                ApplyPeerSettings(message.Settings);
+                Http2FrameWriter.WriteSettingsAck(_output);
+                break;
+            case WriterMessageKind.PingAck:
+                Http2FrameWriter.WritePing(_output, (ulong)message.Value, ack: true);
+                break;
+            case WriterMessageKind.Ping:
+                Http2FrameWriter.WritePing(_output, (ulong)message.Value, ack: false);
+                break;
+            case WriterMessageKind.WindowUpdate:
+                Http2FrameWriter.WriteWindowUpdate(_output, message.StreamId, (int)message.Value);
+                break;
+            case WriterMessageKind.PeerWindowUpdate:
+                ApplyPeerWindowUpdate(message.Stream, (int)message.Value);
+                break;
+            case WriterMessageKind.RstStream:
+                if (message.Stream is { } reset)
+                {
+                    if (!reset.OutputStopped)
+                    {
+                        StopStream(reset, wasReset: true);
+                    }
+                    else if (message.Flag)
+                    {
+                        return; // the app aborted a stream that already ended: nothing left to reset
+                    }
+                }
+                Http2FrameWriter.WriteRstStream(_output, message.StreamId, message.ErrorCode);
+                break;
+            case WriterMessageKind.StopStream:
+                if (!message.Stream!.OutputStopped)
+                {
+                    StopStream(message.Stream, wasReset: true);
+                }
+                break;
+            case WriterMessageKind.RejectStream:
+                WriteHeaderBlock(message.StreamId, [new(":status", ((int)message.Value).ToString(System.Globalization.CultureInfo.InvariantCulture))], endStream: true);
+                if (message.Flag)
+                {
+                    Http2FrameWriter.WriteRstStream(_output, message.StreamId, Http2ErrorCode.NoError);
+                }
+                break;
+            case WriterMessageKind.GoAway:
+                Http2FrameWriter.WriteGoAway(_output, message.StreamId, message.ErrorCode, default);
+                break;
+        }
+    }
+
+    private void Schedule(Http2Stream stream)
+    {
+        if (!stream.OutputStopped && !stream.InReadyQueue)
+        {
+            stream.InReadyQueue = true;
+            _ready.Enqueue(stream);
+        }
+    }
+
+    private void EnsureWindow(Http2Stream stream)
+    {
+        if (!stream.SendWindowInitialized)
+        {
+            // A stream the writer has not seen yet starts from the peer's current initial window, which is
+            // what applying every SETTINGS delta since its creation would give (RFC 9113 §6.9.2).
+            stream.SendWindowInitialized = true;
+            stream.SendWindow = _peerInitialWindow;
+            _streamsWithWindow.Add(stream);
+        }
+    }
+
+    private void ApplyPeerSettings(PeerSettingsChange change)
+    {
+        if (change.HeaderTableSize is { } tableSize)
+        {
+            _encoder.SetPeerMaxDynamicTableSize(Math.Min(tableSize, _options.MaxEncoderHeaderTableSize));
+        }
+        if (change.MaxFrameSize is { } frameSize)
+        {
+            _peerMaxFrameSize = frameSize;
+        }
+        if (change.InitialWindowSize is { } initial)
+        {
+            // RFC 9113 §6.9.2: the delta applies to every stream's window; a result above 2^31-1 is a
+            // FLOW_CONTROL_ERROR connection error. Windows may go negative.
+            long delta = initial - _peerInitialWindow;
+            _peerInitialWindow = initial;
+            foreach (var stream in _streamsWithWindow)
+            {
+                stream.SendWindow += delta;
+                if (stream.SendWindow > int.MaxValue)
+                {
+                    _connection.PostEvent(ReadLoopEvent.Error(new Http2ConnectionException(
+                        "SETTINGS_INITIAL_WINDOW_SIZE made a stream window exceed 2^31-1.", Http2ErrorCode.FlowControlError, "initial_window_overflow")));
+                    return;
+                }
+                if (delta > 0 && stream.BlockedOnStreamWindow && stream.SendWindow > 0)
+                {
+                    stream.BlockedOnStreamWindow = false;
+                    Schedule(stream);
+                }
+            }
+        }
+    }
+
+    private void ApplyPeerWindowUpdate(Http2Stream? stream, int increment)
+    {
+        if (stream is null)
+        {
+            _connectionWindow += increment;
+            // RFC 9113 §6.9.1: a window above 2^31-1 is a FLOW_CONTROL_ERROR connection error.
+            if (_connectionWindow > int.MaxValue)
+            {
+                _connection.PostEvent(ReadLoopEvent.Error(new Http2ConnectionException(
+                    "WINDOW_UPDATE made the connection window exceed 2^31-1.", Http2ErrorCode.FlowControlError, "connection_window_overflow")));
+                return;
+            }
+            if (_connectionWindow > 0)
+            {
+                foreach (var blocked in _connectionBlocked)
+                {
+                    blocked.InConnectionBlockedList = false;
+                    Schedule(blocked);
+                }
+                _connectionBlocked.Clear();
+            }
+            return;
+        }
+        if (stream.OutputStopped)
+        {
+            return; // RFC 9113 §6.9: WINDOW_UPDATE on a closed stream is allowed and ignored
+        }
+        EnsureWindow(stream);
+        stream.SendWindow += increment;
+        // RFC 9113 §6.9.1: above 2^31-1 on a stream is a FLOW_CONTROL_ERROR stream error.
+        if (stream.SendWindow > int.MaxValue)
+        {
+            _connection.PostEvent(ReadLoopEvent.Error(new Http2StreamException(stream.StreamId,
+                "WINDOW_UPDATE made the stream window exceed 2^31-1.", Http2ErrorCode.FlowControlError, "stream_window_overflow")));
+            return;
+        }
+        if (stream.BlockedOnStreamWindow && stream.SendWindow > 0)
+        {
+            stream.BlockedOnStreamWindow = false;
+            Schedule(stream);
+        }
+    }
+
+    /// <summary>One round-robin pass: every stream ready at its start gets one turn.</summary>
+    private void ServiceReadyStreams()
+    {
+        var turns = _ready.Count;
+        for (var i = 0; i < turns && _ready.Count > 0; i++)
+        {
+            var stream = _ready.Dequeue();
+            stream.InReadyQueue = false;
+            if (ServiceStream(stream))
+            {
+                Schedule(stream);
+            }
+        }
+    }
+
+    /// <summary>Writes the stream's HEADERS (once) and at most one DATA frame. Returns true when it has more ready now.</summary>
+    private bool ServiceStream(Http2Stream stream)
+    {
+        if (stream.OutputStopped || stream.AbortRequested)
+        {
+            return false;
+        }
+        stream.ClearOutputSignal();
+        EnsureWindow(stream);
+        var reader = stream.ResponseReader;
+        var hasRead = reader.TryRead(out var result);
+        var buffer = hasRead ? result.Buffer : default;
+        var completed = hasRead && result.IsCompleted;
+        var trailers = completed ? stream.SubmittedTrailers : null;
+
+        if (!stream.HeadersSent)
+        {
+            var headers = stream.SubmittedHeaders;
+            if (headers is null)
+            {
+                if (hasRead)
+                {
+                    reader.AdvanceTo(buffer.Start);
+                }
+                return false;
+            }
+            // A response without body or trailers ends the stream on HEADERS.
+            var endOnHeaders = completed && buffer.IsEmpty && trailers is null;
+            WriteHeaderBlock(stream.StreamId, headers, endOnHeaders);
+            stream.HeadersSent = true;
+            if (endOnHeaders)
+            {
+                reader.AdvanceTo(buffer.End);
+                StopStream(stream, wasReset: false);
+                return false;
+            }
+        }
+        if (!hasRead)
+        {
+            return false;
+        }
+        if (!buffer.IsEmpty)
+        {
+            // DATA is bounded by the stream window, the connection window and the peer's SETTINGS_MAX_FRAME_SIZE (RFC 9113 §6.9.1, §4.2).
+            var allowed = Math.Min(Math.Min(stream.SendWindow, _connectionWindow), Math.Min(_peerMaxFrameSize, buffer.Length));
+            if (allowed <= 0)
+            {
+                reader.AdvanceTo(buffer.Start);
+                if (stream.SendWindow <= 0)
+                {
+                    stream.BlockedOnStreamWindow = true;
+                }
+                else if (!stream.InConnectionBlockedList)
+                {
+                    stream.InConnectionBlockedList = true;
+                    _connectionBlocked.Add(stream);
+                }
+                return false;
+            }
+            var chunk = buffer.Slice(0, allowed);
+            var last = completed && allowed == buffer.Length && trailers is null;
+            Http2FrameWriter.WriteData(_output, stream.StreamId, chunk, last);
+            stream.SendWindow -= allowed;
+            _connectionWindow -= allowed;
+            reader.AdvanceTo(chunk.End);
+            if (last)
+            {
+                StopStream(stream, wasReset: false);
+                return false;
+            }
+            return allowed < buffer.Length || completed;
+        }
+        reader.AdvanceTo(buffer.End);
+        if (completed)
+        {
+            if (trailers is not null)
+            {
+                WriteHeaderBlock(stream.StreamId, trailers, endStream: true);
+            }
+            else
+            {
+                Http2FrameWriter.WriteData(_output, stream.StreamId, ReadOnlySpan<byte>.Empty, endStream: true);
+            }
+            StopStream(stream, wasReset: false);
+        }
+        return false;
+    }
+
+    /// <summary>Encodes a field list and writes it as HEADERS plus CONTINUATION frames within the peer's max frame size (RFC 9113 §6.10).</summary>
+    private void WriteHeaderBlock(int streamId, List<KeyValuePair<string, string>> fields, bool endStream)
+    {
+        _headerBlock.ResetWrittenCount();
+        _encoder.BeginHeaderBlock(_headerBlock);
+        foreach (var (name, value) in fields)
+        {
+            _encoder.EncodeHeader(_headerBlock, name, value, neverIndex: name is "authorization" or "set-cookie" or "proxy-authorization");
+        }
+        var block = _headerBlock.WrittenSpan;
+        var first = Math.Min(block.Length, _peerMaxFrameSize);
+        Http2FrameWriter.WriteHeaders(_output, streamId, block[..first], endStream, endHeaders: first == block.Length);
+        block = block[first..];
+        while (!block.IsEmpty)
+        {
+            var size = Math.Min(block.Length, _peerMaxFrameSize);
+            Http2FrameWriter.WriteContinuation(_output, streamId, block[..size], endHeaders: size == block.Length);
+            block = block[size..];
+        }
+    }
+
+    /// <summary>The stream will write nothing more: drop its queued output and tell the read loop.</summary>
+    private void StopStream(Http2Stream stream, bool wasReset)
+    {
+        stream.OutputStopped = true;
+        _streamsWithWindow.Remove(stream);
+        // Completing the reader releases an app waiting in FlushAsync (it sees IsCompleted).
+        stream.ResponseReader.Complete();
+        _connection.PostEvent(ReadLoopEvent.OutputEnded(stream, wasReset));
+    }
+
+    private void StopAllStreams()
+    {
+        foreach (var stream in _streamsWithWindow.ToArray())
+        {
+            stream.OutputStopped = true;
+            stream.ResponseReader.Complete();
+        }
+        _streamsWithWindow.Clear();
+        while (_ready.TryDequeue(out var stream))
+        {
+            stream.OutputStopped = true;
+            stream.ResponseReader.Complete();
+        }
+    }
+
+    /// <summary>Counts bytes written since the last flush so the loop can batch up to MaxWriteBatchSize.</summary>
+    // Owned by the frame-writer loop.
+    private sealed class CountingBufferWriter : IBufferWriter<byte>
+    {
+        public CountingBufferWriter(PipeWriter inner) => Inner = inner;
+
+        public PipeWriter Inner { get; }
+        public long Unflushed { get; set; }
+
+        public void Advance(int count)
+        {
+            Inner.Advance(count);
+            Unflushed += count;
+        }
+
+        public Memory<byte> GetMemory(int sizeHint = 0) => Inner.GetMemory(sizeHint);
+        public Span<byte> GetSpan(int sizeHint = 0) => Inner.GetSpan(sizeHint);
+    }
+}

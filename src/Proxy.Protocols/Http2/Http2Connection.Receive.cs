@@ -1,0 +1,525 @@
+using Proxy.Codecs.Http2;
+
+namespace Proxy.Protocols.Http2;
+
+// The read loop: preface, frame dispatch and the per-frame rules of RFC 9113 §5-§6.
+public sealed partial class Http2Connection
+{
+    private async Task<bool> ReadPrefaceAsync()
+    {
+        var preface = Http2FrameReader.ClientPreface.ToArray();
+        while (true)
+        {
+            var result = await _input.ReadAsync(_abortCts.Token);
+            var buffer = result.Buffer;
+            var matched = false;
+            try
+            {
+                HandleWake();
+                if (_stopReading)
+                {
+                    return false;
+                }
+                if (buffer.Length >= preface.Length)
+                {
+                    // RFC 9113 §3.4: a wrong preface is a connection error of type PROTOCOL_ERROR.
+                    if (!buffer.Slice(0, preface.Length).ToArray().AsSpan().SequenceEqual(preface))
+                    {
+                        throw new Http2ConnectionException("Invalid connection preface.", Http2ErrorCode.ProtocolError, "invalid_preface");
+                    }
+                    matched = true;
+                    return true;
+                }
+                if (result.IsCompleted)
+                {
+                    _stopReading = true;
+                    return false;
+                }
+            }
+            finally
+            {
+                if (matched)
+                {
+                    // Bytes after the preface are not examined yet: the frame loop must see them without new input.
+                    _input.AdvanceTo(buffer.GetPosition(preface.Length));
+                }
+                else
+                {
+                    _input.AdvanceTo(buffer.Start, buffer.End);
+                }
+            }
+        }
+    }
+
+    private async Task ReadFramesAsync()
+    {
+        while (!_stopReading)
+        {
+            var result = await _input.ReadAsync(_abortCts.Token);
+            var buffer = result.Buffer;
+            try
+            {
+                HandleWake();
+                while (!_stopReading && Http2FrameReader.TryReadFrame(ref buffer, _options.MaxFrameSize, out var header, out var payload))
+                {
+                    ProcessFrame(header, payload);
+                }
+                if (result.IsCompleted && !_stopReading)
+                {
+                    _stopReading = true; // the peer closed its side: nothing more can arrive
+                    _gracefulCloseCode = null;
+                }
+            }
+            finally
+            {
+                _input.AdvanceTo(buffer.Start, buffer.End);
+            }
+        }
+    }
+
+    /// <summary>Drains events posted by the writer loop, handlers and the host, then checks the timer.</summary>
+    private void HandleWake()
+    {
+        Volatile.Write(ref _wakePending, 0);
+        while (_events.TryDequeue(out var e))
+        {
+            switch (e.Kind)
+            {
+                case ReadLoopEventKind.OutputEnded:
+                    OnOutputEnded(e.Stream!, e.WasReset);
+                    break;
+                case ReadLoopEventKind.HandlerFinished:
+                    e.Stream!.HandlerFinished = true;
+                    _liveHandlers.Remove(e.Stream);
+                    ResetIfRequestUnfinished(e.Stream);
+                    break;
+                case ReadLoopEventKind.ProtocolError when e.Exception is Http2ConnectionException connectionError:
+                    throw connectionError;
+                case ReadLoopEventKind.ProtocolError when e.Exception is Http2StreamException streamError:
+                    if (_streams.ContainsKey(streamError.StreamId))
+                    {
+                        ResetStream(streamError);
+                    }
+                    break;
+                case ReadLoopEventKind.WriterFailed:
+                    _writerFailed = true;
+                    _stopReading = true;
+                    break;
+                case ReadLoopEventKind.Shutdown:
+                    BeginShutdown();
+                    break;
+            }
+        }
+        CheckTimeout();
+    }
+
+    private void ProcessFrame(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
+    {
+        // RFC 9113 §3.4: the client's preface ends with a SETTINGS frame, which must come first.
+        if (!_peerSettingsReceived && (header.Type != Http2FrameType.Settings || header.HasFlag(Http2FrameFlags.Ack)))
+        {
+            throw new Http2ConnectionException("The first frame was not SETTINGS.", Http2ErrorCode.ProtocolError, "preface_not_settings");
+        }
+        // RFC 9113 §6.10: a header block is contiguous; any other frame (or stream) in between is a PROTOCOL_ERROR.
+        if (_headerBlockStreamId != 0 && (header.Type != Http2FrameType.Continuation || header.StreamId != _headerBlockStreamId))
+        {
+            throw new Http2ConnectionException("Expected CONTINUATION for the open header block.", Http2ErrorCode.ProtocolError, "expected_continuation");
+        }
+        try
+        {
+            switch (header.Type)
+            {
+                case Http2FrameType.Data:
+                    ProcessData(header, payload);
+                    break;
+                case Http2FrameType.Headers:
+                    ProcessHeaders(header, payload);
+                    break;
+                case Http2FrameType.Continuation:
+                    ProcessContinuation(header, payload);
+                    break;
+                case Http2FrameType.Priority:
+                    ProcessPriority(header, payload);
+                    break;
+                case Http2FrameType.RstStream:
+                    ProcessRstStream(header, payload);
+                    break;
+                case Http2FrameType.Settings:
+                    ProcessSettings(header, payload);
+                    break;
+                case Http2FrameType.PushPromise:
+                    // RFC 9113 §8.4: "A client cannot push" — a server treats PUSH_PROMISE as a PROTOCOL_ERROR connection error.
+                    throw new Http2ConnectionException("PUSH_PROMISE from a client.", Http2ErrorCode.ProtocolError, "push_promise_from_client");
+                case Http2FrameType.Ping:
+                    ProcessPing(header, payload);
+                    break;
+                case Http2FrameType.GoAway:
+                    ProcessGoAway(header, payload);
+                    break;
+                case Http2FrameType.WindowUpdate:
+                    ProcessWindowUpdate(header, payload);
+                    break;
+                default:
+                    // RFC 9113 §5.5: unknown frame types are ignored (the check above keeps them out of header blocks).
+                    break;
+            }
+        }
+        catch (Http2StreamException ex)
+        {
+            ResetStream(ex);
+        }
+    }
+
+    /// <summary>Odd ids above the highest opened are idle; even ids are never opened by a client (RFC 9113 §5.1.1).</summary>
+    private bool IsIdle(int streamId) => streamId > _lastStreamId || (streamId & 1) == 0;
+
+    private void ProcessData(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
+    {
+        if (header.StreamId == 0)
+        {
+            throw new Http2ConnectionException("DATA on stream 0.", Http2ErrorCode.ProtocolError, "data_stream_zero");
+        }
+        var frame = Http2FrameReader.ReadData(header, payload);
+        if (IsIdle(header.StreamId))
+        {
+            // RFC 9113 §5.1: DATA on an idle stream is a PROTOCOL_ERROR connection error.
+            throw new Http2ConnectionException("DATA on an idle stream.", Http2ErrorCode.ProtocolError, "data_idle_stream");
+        }
+        // RFC 9113 §6.9.1: a sender MUST NOT exceed the connection window; the whole payload, padding included, counts.
+        var length = frame.FlowControlledLength;
+        if (length > Volatile.Read(ref _connectionReceiveWindow))
+        {
+            throw new Http2ConnectionException("DATA exceeded the connection window.", Http2ErrorCode.FlowControlError, "connection_window_exceeded");
+        }
+        Interlocked.Add(ref _connectionReceiveWindow, -length);
+
+        if (!_streams.TryGetValue(header.StreamId, out var stream))
+        {
+            // Closed. Frames after our own RST_STREAM are ignored for a while (RFC 9113 §5.4.2); otherwise
+            // DATA on a closed stream is a STREAM_CLOSED error (§5.1). Either way the bytes count and are returned.
+            ReturnConnectionCredit(length);
+            if (_recentlyReset.Contains(header.StreamId))
+            {
+                return;
+            }
+            throw new Http2StreamException(header.StreamId, "DATA on a closed stream.", Http2ErrorCode.StreamClosed, "data_closed_stream");
+        }
+        if (!Http2StreamStateMachine.CanReceiveData(stream.State))
+        {
+            // RFC 9113 §5.1: half-closed (remote) accepts no DATA: STREAM_CLOSED.
+            ReturnConnectionCredit(length);
+            throw new Http2StreamException(header.StreamId, "DATA after END_STREAM.", Http2ErrorCode.StreamClosed, "data_after_end_stream");
+        }
+        if (length > stream.ReceiveWindow)
+        {
+            // RFC 9113 §6.9.1: beyond the stream window is a FLOW_CONTROL_ERROR stream error.
+            ReturnConnectionCredit(length);
+            throw new Http2StreamException(header.StreamId, "DATA exceeded the stream window.", Http2ErrorCode.FlowControlError, "stream_window_exceeded");
+        }
+        stream.DebitReceiveWindow(length);
+
+        // CVE-2019-9518: empty DATA frames without END_STREAM cost us work and carry nothing.
+        if (frame.Data.IsEmpty && !frame.EndStream)
+        {
+            if (++_consecutiveEmptyFrames > _options.MaxConsecutiveEmptyFrames)
+            {
+                throw new Http2ConnectionException("Too many empty DATA frames.", Http2ErrorCode.EnhanceYourCalm, "empty_frame_flood");
+            }
+        }
+        else
+        {
+            _consecutiveEmptyFrames = 0;
+        }
+
+        // Padding is never read by the app: return its credit now (RFC 9113 §6.1: padding is flow controlled).
+        var padding = length - (int)frame.Data.Length;
+        if (padding > 0)
+        {
+            ReturnConnectionCredit(padding);
+            stream.ReturnPaddingCredit(padding);
+        }
+
+        stream.ReceivedBodyLength += frame.Data.Length;
+        // RFC 9113 §8.1.1: DATA beyond a declared content-length makes the request malformed.
+        if (stream.RequestContentLength is { } declared && stream.ReceivedBodyLength > declared)
+        {
+            ReturnConnectionCredit((int)frame.Data.Length);
+            throw new Http2StreamException(header.StreamId, "More DATA than content-length.", Http2ErrorCode.ProtocolError, "content_length_exceeded");
+        }
+        var dropped = stream.DeliverRequestData(frame.Data);
+        ReturnConnectionCredit(dropped);
+
+        if (frame.EndStream)
+        {
+            EndRequest(stream);
+        }
+    }
+
+    /// <summary>END_STREAM from the peer (DATA or trailers): check content-length, complete the body, advance the state.</summary>
+    private void EndRequest(Http2Stream stream)
+    {
+        // RFC 9113 §8.1.1: a content-length that disagrees with the DATA received is malformed.
+        if (stream.RequestContentLength is { } declared && stream.ReceivedBodyLength != declared)
+        {
+            throw new Http2StreamException(stream.StreamId, "DATA length differs from content-length.", Http2ErrorCode.ProtocolError, "content_length_mismatch");
+        }
+        stream.EndRequestBody();
+        stream.State = Http2StreamStateMachine.OnEndStreamReceived(stream.State);
+        if (stream.State == Http2StreamState.Closed)
+        {
+            RemoveClosedStream(stream);
+        }
+    }
+
+    private void ProcessPriority(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
+    {
+        var frame = Http2FrameReader.ReadPriority(header, payload);
+        // RFC 9113 §5.3.1: "A stream cannot depend on itself" — a PROTOCOL_ERROR stream error. Otherwise ignored (§5.3.2).
+        if (frame.StreamDependency == header.StreamId)
+        {
+            throw new Http2StreamException(header.StreamId, "A stream cannot depend on itself.", Http2ErrorCode.ProtocolError, "self_dependency");
+        }
+    }
+
+    private void ProcessRstStream(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
+    {
+        Http2FrameReader.ReadRstStream(header, payload);
+        // RFC 9113 §6.4: RST_STREAM on an idle stream is a PROTOCOL_ERROR connection error.
+        if (IsIdle(header.StreamId))
+        {
+            throw new Http2ConnectionException("RST_STREAM on an idle stream.", Http2ErrorCode.ProtocolError, "rst_idle_stream");
+        }
+        if (_streams.Remove(header.StreamId, out var stream))
+        {
+            stream.State = Http2StreamStateMachine.OnReset(stream.State);
+            stream.AbortFromConnection("The client reset the stream.");
+            EnqueueFromProducer(WriterMessage.StopStream(stream));
+            CountReset(); // CVE-2023-44487 rapid reset
+            AfterStreamClosed();
+        }
+        // RST_STREAM on a closed stream is allowed and ignored (RFC 9113 §5.1).
+    }
+
+    private void ProcessSettings(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
+    {
+        // Length, stream id, ACK payload and value ranges are checked by the codec (RFC 9113 §6.5, §6.5.2).
+        var count = Http2FrameReader.ReadSettings(header, payload);
+        if (header.HasFlag(Http2FrameFlags.Ack))
+        {
+            return; // our SETTINGS apply from now on; nothing we advertise needs a change on ACK
+        }
+        int? tableSize = null, initialWindow = null, maxFrameSize = null;
+        for (var i = 0; i < count; i++)
+        {
+            var setting = Http2FrameReader.ReadSetting(payload, i);
+            switch (setting.Parameter)
+            {
+                case Http2SettingsParameter.HeaderTableSize:
+                    tableSize = (int)Math.Min(setting.Value, int.MaxValue);
+                    break;
+                case Http2SettingsParameter.InitialWindowSize:
+                    // RFC 9113 §6.5.2: above 2^31-1 is a FLOW_CONTROL_ERROR connection error.
+                    if (setting.Value > int.MaxValue)
+                    {
+                        throw new Http2ConnectionException("SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1.", Http2ErrorCode.FlowControlError, "initial_window_too_large");
+                    }
+                    initialWindow = (int)setting.Value;
+                    break;
+                case Http2SettingsParameter.MaxFrameSize:
+                    // RFC 9113 §6.5.2: between 2^14 and 2^24-1, else PROTOCOL_ERROR.
+                    if (setting.Value is < 16_384 or > 16_777_215)
+                    {
+                        throw new Http2ConnectionException("SETTINGS_MAX_FRAME_SIZE out of range.", Http2ErrorCode.ProtocolError, "max_frame_size_range");
+                    }
+                    maxFrameSize = (int)setting.Value;
+                    break;
+                case Http2SettingsParameter.EnablePush:
+                    if (setting.Value > 1)
+                    {
+                        throw new Http2ConnectionException("SETTINGS_ENABLE_PUSH not 0 or 1.", Http2ErrorCode.ProtocolError, "enable_push_range");
+                    }
+                    break;
+                default:
+                    break; // MAX_CONCURRENT_STREAMS limits pushes we never make; unknown settings are ignored (§6.5.2)
+            }
+        }
+        // The writer applies the values to the encoder and outbound windows, then writes the ACK (RFC 9113 §6.5.3).
+        EnqueueControl(WriterMessage.PeerSettings(new PeerSettingsChange(tableSize, initialWindow, maxFrameSize)));
+        if (!_peerSettingsReceived)
+        {
+            _peerSettingsReceived = true;
+            if (_timeoutKind == TimeoutKind.Preface)
+            {
+                SetTimeout(TimeoutKind.None, default);
+            }
+            UpdateIdleTimeout();
+        }
+    }
+
+    private void ProcessPing(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
+    {
+        var ping = Http2FrameReader.ReadPing(header, payload);
+        if (ping.IsAck)
+        {
+            if (ping.OpaqueData == ShutdownPingPayload && _shutdownPhase == 1)
+            {
+                SendFinalGoAway();
+            }
+            return;
+        }
+        // RFC 9113 §6.7: answer with an ACK carrying the same payload.
+        EnqueueControl(WriterMessage.PingAck(ping.OpaqueData));
+    }
+
+    private void ProcessGoAway(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
+    {
+        Http2FrameReader.ReadGoAway(header, payload);
+        // RFC 9113 §6.8: the client opens no new streams; the ones we have finish, then we close.
+        _peerGoingAway = true;
+        if (_streams.Count == 0)
+        {
+            Stop(Http2ErrorCode.NoError);
+        }
+    }
+
+    private void ProcessWindowUpdate(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
+    {
+        var frame = Http2FrameReader.ReadWindowUpdate(header, payload);
+        if (header.StreamId == 0)
+        {
+            // RFC 9113 §6.9: a zero increment on the connection is a PROTOCOL_ERROR connection error.
+            if (frame.WindowSizeIncrement == 0)
+            {
+                throw new Http2ConnectionException("WINDOW_UPDATE with 0 increment on the connection.", Http2ErrorCode.ProtocolError, "window_update_zero");
+            }
+            EnqueueControl(WriterMessage.PeerWindowUpdate(null, frame.WindowSizeIncrement));
+            return;
+        }
+        if (IsIdle(header.StreamId))
+        {
+            // RFC 9113 §5.1: WINDOW_UPDATE on an idle stream is a PROTOCOL_ERROR connection error.
+            throw new Http2ConnectionException("WINDOW_UPDATE on an idle stream.", Http2ErrorCode.ProtocolError, "window_update_idle_stream");
+        }
+        if (!_streams.TryGetValue(header.StreamId, out var stream))
+        {
+            return; // closed: allowed and ignored (RFC 9113 §5.1)
+        }
+        // RFC 9113 §6.9: a zero increment on a stream is a PROTOCOL_ERROR stream error.
+        if (frame.WindowSizeIncrement == 0)
+        {
+            throw new Http2StreamException(header.StreamId, "WINDOW_UPDATE with 0 increment.", Http2ErrorCode.ProtocolError, "window_update_zero");
+        }
+        EnqueueControl(WriterMessage.PeerWindowUpdate(stream, frame.WindowSizeIncrement));
+    }
+
+    // ---- Stream lifecycle (read loop) ----
+
+    /// <summary>The one place a stream error becomes RST_STREAM (RFC 9113 §5.4.2); the connection carries on.</summary>
+    private void ResetStream(Http2StreamException error)
+    {
+        CountReset(); // MadeYouReset (CVE-2025-8671): resets the peer provokes count too
+        if (_streams.Remove(error.StreamId, out var stream))
+        {
+            stream.State = Http2StreamStateMachine.OnReset(stream.State);
+            stream.AbortFromConnection(error.Message);
+            EnqueueControl(WriterMessage.RstStream(error.StreamId, stream, error.ErrorCode, isControl: true));
+        }
+        else
+        {
+            EnqueueControl(WriterMessage.RstStream(error.StreamId, null, error.ErrorCode, isControl: true));
+        }
+        RememberReset(error.StreamId);
+        AfterStreamClosed();
+    }
+
+    private void OnOutputEnded(Http2Stream stream, bool wasReset)
+    {
+        stream.OutputEnded = true;
+        if (!_streams.TryGetValue(stream.StreamId, out var current) || current != stream)
+        {
+            return; // already closed here
+        }
+        if (wasReset)
+        {
+            // The app aborted (or the writer reset) the stream: closed, and we ignore the peer's frames for it.
+            _streams.Remove(stream.StreamId);
+            stream.State = Http2StreamStateMachine.OnReset(stream.State);
+            stream.AbortFromConnection("The stream was reset.");
+            RememberReset(stream.StreamId);
+            AfterStreamClosed();
+            return;
+        }
+        stream.State = Http2StreamStateMachine.OnEndStreamSent(stream.State);
+        if (stream.State == Http2StreamState.Closed)
+        {
+            RemoveClosedStream(stream);
+        }
+        else
+        {
+            ResetIfRequestUnfinished(stream);
+        }
+    }
+
+    /// <summary>
+    /// RFC 9113 §8.1: a server may send a complete response before the request ended, then reset the stream
+    /// with NO_ERROR so the client stops sending. Done once the handler returned and the response is on the wire.
+    /// </summary>
+    private void ResetIfRequestUnfinished(Http2Stream stream)
+    {
+        if (!stream.HandlerFinished || !stream.OutputEnded || stream.State != Http2StreamState.HalfClosedLocal
+            || !_streams.Remove(stream.StreamId))
+        {
+            return;
+        }
+        stream.State = Http2StreamStateMachine.OnReset(stream.State);
+        stream.EndRequestBody();
+        EnqueueFromProducer(WriterMessage.RstStream(stream.StreamId, null, Http2ErrorCode.NoError, isControl: false));
+        RememberReset(stream.StreamId);
+        AfterStreamClosed();
+    }
+
+    private void RemoveClosedStream(Http2Stream stream)
+    {
+        _streams.Remove(stream.StreamId);
+        AfterStreamClosed();
+    }
+
+    private void AfterStreamClosed()
+    {
+        if (_streams.Count == 0 && (_shutdownPhase == 2 || _peerGoingAway))
+        {
+            Stop(Http2ErrorCode.NoError);
+            return;
+        }
+        UpdateIdleTimeout();
+    }
+
+    /// <summary>Remembers streams we reset so their in-flight frames are ignored, bounded to the last few hundred.</summary>
+    private void RememberReset(int streamId)
+    {
+        if (!_recentlyReset.Add(streamId))
+        {
+            return;
+        }
+        _recentlyResetOrder.Enqueue(streamId);
+        if (_recentlyResetOrder.Count > Math.Max(100, 2 * _options.MaxConcurrentStreams))
+        {
+            _recentlyReset.Remove(_recentlyResetOrder.Dequeue());
+        }
+    }
+
+    /// <summary>Rapid reset guard (CVE-2023-44487): resets and refusals per window, over the limit GOAWAY ENHANCE_YOUR_CALM.</summary>
+    private void CountReset()
+    {
+        var now = _time.GetTimestamp();
+        if (_resetsInWindow == 0 || _time.GetElapsedTime(_resetWindowStart, now) > _options.StreamResetWindow)
+        {
+            _resetWindowStart = now;
+            _resetsInWindow = 0;
+        }
+        if (++_resetsInWindow > _options.MaxStreamResetsPerWindow)
+        {
+            throw new Http2ConnectionException("Too many stream resets.", Http2ErrorCode.EnhanceYourCalm, "rapid_reset");
+        }
+    }
+}

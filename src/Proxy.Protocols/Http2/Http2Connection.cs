@@ -1,0 +1,390 @@
+using System.Collections.Concurrent;
+using System.Threading.Channels;
+using Proxy.Codecs.Hpack;
+using Proxy.Codecs.Http2;
+
+namespace Proxy.Protocols.Http2;
+
+/// <summary>
+/// The server side of one HTTP/2 connection (RFC 9113). Two loops and no connection-wide lock:
+/// the read loop (this class's <see cref="ProcessAsync"/>) owns the stream table, inbound windows, the HPACK
+/// decoder, peer SETTINGS and abuse counters, and never waits on a stream or on the app; the
+/// <see cref="FrameWriterLoop"/> owns everything outbound. Handlers run on the thread pool.
+/// Other threads talk to the read loop through <see cref="PostEvent"/> and to the writer through its channel.
+/// </summary>
+// Owned by the read loop, except the fields under "Shared" (atomics, any thread).
+public sealed partial class Http2Connection
+{
+    /// <summary>Payload of the PING that closes phase one of a graceful shutdown (RFC 9113 §6.8).</summary>
+    internal const ulong ShutdownPingPayload = 0x0053_4855_5444_4F57; // "SHUTDOW"
+    /// <summary>NOTE: how long phase one waits for the PING round trip before sending the final GOAWAY anyway (Go waits 1 s).</summary>
+    private static readonly TimeSpan ShutdownPingTimeout = TimeSpan.FromSeconds(1);
+    /// <summary>How long closing waits for the writer loop to put the last frames (GOAWAY) on the wire.</summary>
+    private static readonly TimeSpan CloseWriteTimeout = TimeSpan.FromSeconds(5);
+
+    private readonly PipeReader _input;
+    private readonly PipeWriter _output;
+    private readonly Http2Options _options;
+    private readonly IHttpRequestHandler _handler;
+    private readonly ConnectionMetadata _metadata;
+    private readonly TimeProvider _time;
+    private readonly Channel<WriterMessage> _writerChannel;
+    private readonly FrameWriterLoop _writer;
+    private readonly TaskCompletionSource _processCompleted = new(TaskCreationOptions.RunContinuationsAsynchronously);
+
+    // ---- Owned by the read loop ----
+    private readonly Dictionary<int, Http2Stream> _streams = new();
+    private readonly HashSet<Http2Stream> _liveHandlers = new();
+    private readonly Queue<int> _recentlyResetOrder = new();
+    private readonly HashSet<int> _recentlyReset = new();
+    private readonly HpackDecoder _decoder;
+    private readonly RequestHeaderCollector _headerCollector;
+    private Task _writerTask = Task.CompletedTask;
+    private ITimer? _timer;
+    private TimeoutKind _timeoutKind;
+    private DateTimeOffset _deadline;
+    private int _lastStreamId;
+    private bool _peerSettingsReceived;
+    private bool _peerGoingAway;
+    private int _shutdownPhase; // 0 none, 1 first GOAWAY + PING sent, 2 final GOAWAY sent
+    private bool _stopReading;
+    private Http2ErrorCode? _gracefulCloseCode;
+    private bool _writerFailed;
+    private int _consecutiveEmptyFrames;
+    private long _resetWindowStart;
+    private int _resetsInWindow;
+
+    // ---- Shared (atomics, any thread) ----
+    private readonly ConcurrentQueue<ReadLoopEvent> _events = new();
+    private readonly CancellationTokenSource _abortCts = new();
+    private readonly int _connectionUpdateThreshold;
+    private int _wakePending;
+    private int _timerFired;
+    private int _queuedControlFrames;
+    private int _connectionReceiveWindow;
+    private int _pendingConnectionCredit;
+
+    public Http2Connection(IDuplexPipe transport, Http2Options options, IHttpRequestHandler handler, ConnectionMetadata meta, TimeProvider time)
+    {
+        ArgumentNullException.ThrowIfNull(transport);
+        _input = transport.Input;
+        _output = transport.Output;
+        _options = options ?? throw new ArgumentNullException(nameof(options));
+        _handler = handler ?? throw new ArgumentNullException(nameof(handler));
+        _metadata = meta ?? throw new ArgumentNullException(nameof(meta));
+        _time = time ?? TimeProvider.System;
+        _decoder = new HpackDecoder(options.HeaderTableSize, Math.Max(4096, 2 * options.MaxHeaderListSize));
+        _headerCollector = new RequestHeaderCollector(options.MaxHeaderListSize, options.MaxHeaderCount);
+        _connectionReceiveWindow = Math.Max(65_535, options.InitialConnectionWindowSize);
+        _connectionUpdateThreshold = Math.Max(1, _connectionReceiveWindow / 2);
+        // Room for the control-frame cap, a scheduling signal per stream and replies; a full channel is never
+        // grown: the read loop treats it as abuse, producers wait.
+        var capacity = Math.Max(options.WriterQueueCapacity, options.MaxQueuedControlFrames + 4 * options.MaxConcurrentStreams + 64);
+        _writerChannel = Channel.CreateBounded<WriterMessage>(new BoundedChannelOptions(capacity)
+        {
+            SingleReader = true,
+            SingleWriter = false,
+            FullMode = BoundedChannelFullMode.Wait,
+            AllowSynchronousContinuations = false,
+        });
+        _writer = new FrameWriterLoop(this, options, _writerChannel.Reader, _output);
+    }
+
+    /// <summary>The connection's metadata, as given by the host.</summary>
+    public ConnectionMetadata Metadata => _metadata;
+
+    /// <summary>
+    /// Sends our SETTINGS, reads the client preface and runs the read loop until the connection closes
+    /// (peer close, GOAWAY, error, shutdown, timeout or abort). Returns after the transport is completed.
+    /// </summary>
+    public async Task ProcessAsync(CancellationToken ct)
+    {
+        using var registration = ct.Register(static state => ((Http2Connection)state!).Abort(), this);
+        _timer = _time.CreateTimer(static state => ((Http2Connection)state!).OnTimer(), this, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+        _writerTask = _writer.RunAsync();
+        Http2ErrorCode? goAway = null;
+        try
+        {
+            // RFC 9113 §3.4 and the slowloris guard: the preface and first SETTINGS must come in time.
+            SetTimeout(TimeoutKind.Preface, _options.RequestHeadersTimeout);
+            if (await ReadPrefaceAsync())
+            {
+                await ReadFramesAsync();
+            }
+            goAway = _writerFailed ? null : _gracefulCloseCode;
+        }
+        catch (Http2ConnectionException ex)
+        {
+            // The one place a connection error becomes GOAWAY (RFC 9113 §5.4.1).
+            goAway = ex.ErrorCode;
+        }
+        catch (OperationCanceledException) when (_abortCts.IsCancellationRequested)
+        {
+            goAway = null; // aborted: close without ceremony
+        }
+        catch (Exception)
+        {
+            goAway = _writerFailed ? null : Http2ErrorCode.InternalError;
+        }
+        finally
+        {
+            await CloseAsync(goAway);
+            _timer.Dispose();
+            _processCompleted.TrySetResult();
+        }
+    }
+
+    /// <summary>Starts the graceful two-phase shutdown of RFC 9113 §6.8: GOAWAY(2^31-1) + PING, then GOAWAY(last stream id); open streams finish.</summary>
+    public void StartShutdown() => PostEvent(ReadLoopEvent.Shutdown());
+
+    /// <summary>Starts a graceful shutdown and completes when the connection has closed.</summary>
+    public Task ShutdownAsync()
+    {
+        StartShutdown();
+        return _processCompleted.Task;
+    }
+
+    /// <summary>Closes the connection at once: no GOAWAY, every stream's RequestAborted fires.</summary>
+    public void Abort(Exception? reason = null)
+    {
+        _ = reason;
+        try
+        {
+            _abortCts.Cancel();
+        }
+        catch (ObjectDisposedException)
+        {
+            // Already closed.
+        }
+    }
+
+    // ---- Hand-offs from other threads ----
+
+    /// <summary>Posts an event for the read loop and wakes it (any thread).</summary>
+    internal void PostEvent(ReadLoopEvent e)
+    {
+        _events.Enqueue(e);
+        Wake();
+    }
+
+    private void Wake()
+    {
+        if (Interlocked.Exchange(ref _wakePending, 1) == 0)
+        {
+            try
+            {
+                _input.CancelPendingRead();
+            }
+            catch (InvalidOperationException)
+            {
+                // The reader already completed: the connection is closing.
+            }
+        }
+    }
+
+    private void OnTimer()
+    {
+        Interlocked.Exchange(ref _timerFired, 1);
+        Wake();
+    }
+
+    /// <summary>App threads (stream output signals, window updates): the channel is bounded, so a full one makes them wait.</summary>
+    internal void EnqueueFromProducer(WriterMessage message)
+    {
+        if (!_writerChannel.Writer.TryWrite(message))
+        {
+            _ = WriteSlowAsync(message);
+        }
+    }
+
+    private async Task WriteSlowAsync(WriterMessage message)
+    {
+        try
+        {
+            await _writerChannel.Writer.WriteAsync(message);
+        }
+        catch (ChannelClosedException)
+        {
+            // The connection is closing; the message no longer matters.
+        }
+    }
+
+    /// <summary>
+    /// Read loop: queues a frame the peer caused (ACKs, window updates, resets). These count toward
+    /// MaxQueuedControlFrames; past it, or with a full channel, the peer is flooding us (CVE-2019-9512/9515).
+    /// </summary>
+    private void EnqueueControl(WriterMessage message)
+    {
+        if (Interlocked.Increment(ref _queuedControlFrames) > _options.MaxQueuedControlFrames || !_writerChannel.Writer.TryWrite(message))
+        {
+            throw new Http2ConnectionException("Too many control frames queued for writing.", Http2ErrorCode.EnhanceYourCalm, "control_frame_flood");
+        }
+    }
+
+    /// <summary>Writer loop: a control frame left the queue.</summary>
+    internal void OnControlFrameDequeued() => Interlocked.Decrement(ref _queuedControlFrames);
+
+    /// <summary>
+    /// Any thread: request body bytes were consumed (or dropped) so the connection window can grow again.
+    /// Credit is returned in steps of half the window, not per frame.
+    /// </summary>
+    internal void ReturnConnectionCredit(int bytes)
+    {
+        if (bytes <= 0)
+        {
+            return;
+        }
+        var pending = Interlocked.Add(ref _pendingConnectionCredit, bytes);
+        if (pending >= _connectionUpdateThreshold)
+        {
+            var increment = Interlocked.Exchange(ref _pendingConnectionCredit, 0);
+            if (increment > 0)
+            {
+                // Raise our view first: the peer may send as soon as it reads the update.
+                Interlocked.Add(ref _connectionReceiveWindow, increment);
+                EnqueueFromProducer(WriterMessage.WindowUpdate(0, increment));
+            }
+        }
+    }
+
+    // ---- Timeouts (one timer, the read loop decides what a firing means) ----
+
+    private enum TimeoutKind
+    {
+        None,
+        Preface,
+        HeaderBlock,
+        KeepAlive,
+        ShutdownPing,
+    }
+
+    private void SetTimeout(TimeoutKind kind, TimeSpan after)
+    {
+        _timeoutKind = kind;
+        if (kind == TimeoutKind.None || after == Timeout.InfiniteTimeSpan)
+        {
+            _timeoutKind = TimeoutKind.None;
+            _timer?.Change(Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+            return;
+        }
+        _deadline = _time.GetUtcNow() + after;
+        _timer?.Change(after, Timeout.InfiniteTimeSpan);
+    }
+
+    private void CheckTimeout()
+    {
+        if (Interlocked.Exchange(ref _timerFired, 0) == 0 || _timeoutKind == TimeoutKind.None || _time.GetUtcNow() < _deadline)
+        {
+            return;
+        }
+        switch (_timeoutKind)
+        {
+            case TimeoutKind.Preface:
+            case TimeoutKind.HeaderBlock:
+                throw new Http2ConnectionException("The client did not send the preface, SETTINGS or a complete header block in time.",
+                    Http2ErrorCode.ProtocolError, "request_headers_timeout");
+            case TimeoutKind.KeepAlive:
+                Stop(Http2ErrorCode.NoError);
+                break;
+            case TimeoutKind.ShutdownPing:
+                SendFinalGoAway();
+                break;
+        }
+    }
+
+    /// <summary>Re-arms the idle timer once no stream and no header block is in progress.</summary>
+    private void UpdateIdleTimeout()
+    {
+        if (_headerBlockStreamId != 0 || _shutdownPhase == 1)
+        {
+            return;
+        }
+        if (_streams.Count == 0)
+        {
+            SetTimeout(TimeoutKind.KeepAlive, _options.KeepAliveTimeout);
+        }
+        else if (_timeoutKind == TimeoutKind.KeepAlive)
+        {
+            SetTimeout(TimeoutKind.None, default);
+        }
+    }
+
+    // ---- Closing ----
+
+    /// <summary>Ends the read loop gracefully with GOAWAY(<paramref name="code"/>), unless a final GOAWAY already went out.</summary>
+    private void Stop(Http2ErrorCode? code)
+    {
+        _stopReading = true;
+        _gracefulCloseCode = _shutdownPhase == 2 ? null : code;
+    }
+
+    private void BeginShutdown()
+    {
+        if (_shutdownPhase != 0)
+        {
+            return;
+        }
+        if (!_peerSettingsReceived)
+        {
+            Stop(Http2ErrorCode.NoError);
+            return;
+        }
+        // Phase one: GOAWAY with 2^31-1 tells the client to stop opening streams, the PING measures a round
+        // trip so streams already in flight are not lost (RFC 9113 §6.8).
+        _shutdownPhase = 1;
+        EnqueueFromProducer(WriterMessage.GoAway(int.MaxValue, Http2ErrorCode.NoError));
+        EnqueueFromProducer(WriterMessage.Ping(ShutdownPingPayload));
+        SetTimeout(TimeoutKind.ShutdownPing, ShutdownPingTimeout);
+    }
+
+    private void SendFinalGoAway()
+    {
+        if (_shutdownPhase == 2)
+        {
+            return;
+        }
+        _shutdownPhase = 2;
+        EnqueueFromProducer(WriterMessage.GoAway(_lastStreamId, Http2ErrorCode.NoError));
+        SetTimeout(TimeoutKind.None, default);
+        if (_streams.Count == 0)
+        {
+            Stop(null);
+        }
+    }
+
+    private async Task CloseAsync(Http2ErrorCode? goAway)
+    {
+        _stopReading = true;
+        SetTimeout(TimeoutKind.None, default);
+        if (goAway is { } code && _shutdownPhase != 2)
+        {
+            _writerChannel.Writer.TryWrite(WriterMessage.GoAway(_lastStreamId, code));
+        }
+        _writerChannel.Writer.TryComplete();
+        foreach (var stream in _streams.Values)
+        {
+            stream.AbortFromConnection("The connection closed.");
+        }
+        foreach (var stream in _liveHandlers)
+        {
+            stream.AbortFromConnection("The connection closed.");
+        }
+        _streams.Clear();
+        try
+        {
+            await _writerTask.WaitAsync(CloseWriteTimeout, _time);
+        }
+        catch (TimeoutException)
+        {
+            _output.CancelPendingFlush();
+            await _writerTask;
+        }
+        // The writer is gone: releasing app writers still waiting on backpressure is safe now.
+        foreach (var stream in _liveHandlers)
+        {
+            stream.ResponseReader.Complete();
+        }
+        await _input.CompleteAsync();
+        await _output.CompleteAsync();
+    }
+}

@@ -1,0 +1,218 @@
+using System.Globalization;
+using Proxy.Codecs.Http2;
+
+namespace Proxy.Protocols.Http2;
+
+// App side of the stream: the response it builds and hands to the frame-writer loop.
+internal sealed partial class Http2Stream
+{
+    public override ValueTask StartResponseAsync(CancellationToken cancellationToken = default)
+    {
+        StartResponseCore();
+        return ValueTask.CompletedTask;
+    }
+
+    /// <summary>Snapshots status + headers once and schedules the stream: HEADERS leave without waiting for body bytes.</summary>
+    private void StartResponseCore()
+    {
+        if (Interlocked.Exchange(ref _responseStarted, 1) == 1)
+        {
+            return;
+        }
+        var fields = new List<KeyValuePair<string, string>>(ResponseHeaders.Count + 1)
+        {
+            new(":status", StatusCode.ToString(CultureInfo.InvariantCulture)),
+        };
+        AddResponseFields(fields, ResponseHeaders);
+        _submittedHeaders = fields;
+        SignalOutput();
+    }
+
+    public override async ValueTask CompleteAsync()
+    {
+        if (Interlocked.Exchange(ref _responseCompleted, 1) == 1)
+        {
+            return;
+        }
+        StartResponseCore();
+        if (ResponseTrailers.Count > 0)
+        {
+            var trailers = new List<KeyValuePair<string, string>>(ResponseTrailers.Count);
+            AddResponseFields(trailers, ResponseTrailers);
+            if (trailers.Count > 0)
+            {
+                _submittedTrailers = trailers;
+            }
+        }
+        // Completing the pipe publishes the trailers to the writer loop (the pipe's lock orders them).
+        await _responsePipe.Writer.CompleteAsync();
+        SignalOutput();
+    }
+
+    public override void Abort(uint errorCode)
+    {
+        if (_abortRequested)
+        {
+            return;
+        }
+        // The writer loop checks this flag before touching the stream, so it never ends the stream
+        // normally between this call and the RST_STREAM message.
+        _abortRequested = true;
+        Interlocked.Exchange(ref _responseCompleted, 1);
+        // NOTE: the response pipe stays open: once the writer loop stops the stream it completes the
+        // reader, so later app writes are dropped and flushes report IsCompleted instead of throwing.
+        _connection.EnqueueFromProducer(WriterMessage.RstStream(StreamId, this, (Http2ErrorCode)errorCode, isControl: false, skipIfEnded: true));
+        try
+        {
+            _abortedCts.Cancel();
+        }
+        catch (AggregateException)
+        {
+            // An app callback threw; the abort still stands.
+        }
+    }
+
+    /// <summary>Schedules this stream with the writer loop unless it is already scheduled.</summary>
+    internal void SignalOutput()
+    {
+        if (Interlocked.Exchange(ref _outputSignaled, 1) == 0)
+        {
+            _connection.EnqueueFromProducer(WriterMessage.StreamOutput(this));
+        }
+    }
+
+    /// <summary>Writer loop: called before it looks at the stream's output, so any later flush signals again.</summary>
+    internal void ClearOutputSignal() => Volatile.Write(ref _outputSignaled, 0);
+
+    /// <summary>
+    /// Lowercases names and drops connection-specific fields the app may have set: RFC 9113 §8.2.2 forbids
+    /// them in HTTP/2 ("An endpoint MUST NOT generate an HTTP/2 message containing connection-specific header fields").
+    /// </summary>
+    private static void AddResponseFields(List<KeyValuePair<string, string>> target, HttpHeaderList source)
+    {
+        foreach (var (name, value) in source)
+        {
+            if (name.Length == 0 || name[0] == ':')
+            {
+                continue;
+            }
+            var lower = name.ToLowerInvariant();
+            if (RequestHeaderCollector.IsConnectionSpecific(lower))
+            {
+                continue;
+            }
+            target.Add(new(lower, value));
+        }
+    }
+
+    /// <summary>The request body the app reads; counts consumed bytes to return flow-control credit.</summary>
+    // Owned by the app (one reader at a time, as for any PipeReader).
+    private sealed class RequestBodyReader : PipeReader
+    {
+        private readonly Http2Stream _stream;
+        private readonly PipeReader _inner;
+        private ReadOnlySequence<byte> _lastBuffer;
+        private int _completed;
+
+        public RequestBodyReader(Http2Stream stream, PipeReader inner)
+        {
+            _stream = stream;
+            _inner = inner;
+        }
+
+        public override void AdvanceTo(SequencePosition consumed) => AdvanceTo(consumed, consumed);
+
+        public override void AdvanceTo(SequencePosition consumed, SequencePosition examined)
+        {
+            var bytes = _lastBuffer.Slice(_lastBuffer.Start, consumed).Length;
+            _lastBuffer = default;
+            _inner.AdvanceTo(consumed, examined);
+            _stream.OnRequestBodyConsumed(bytes);
+        }
+
+        public override void CancelPendingRead() => _inner.CancelPendingRead();
+
+        public override void Complete(Exception? exception = null)
+        {
+            if (Interlocked.Exchange(ref _completed, 1) == 1)
+            {
+                return;
+            }
+            _inner.Complete(exception);
+            _stream.OnRequestBodyAbandoned();
+        }
+
+        public override async ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
+        {
+            var result = await _inner.ReadAsync(cancellationToken);
+            _lastBuffer = result.Buffer;
+            return result;
+        }
+
+        public override bool TryRead(out ReadResult result)
+        {
+            if (_inner.TryRead(out result))
+            {
+                _lastBuffer = result.Buffer;
+                return true;
+            }
+            return false;
+        }
+    }
+
+    /// <summary>The response body the app writes; a flush hands the bytes to the writer loop and waits for backpressure.</summary>
+    // Owned by the app (one writer at a time, as for any PipeWriter).
+    private sealed class ResponseBodyWriter : PipeWriter
+    {
+        private readonly Http2Stream _stream;
+        private readonly PipeWriter _inner;
+
+        public ResponseBodyWriter(Http2Stream stream, PipeWriter inner)
+        {
+            _stream = stream;
+            _inner = inner;
+        }
+
+        public override bool CanGetUnflushedBytes => _inner.CanGetUnflushedBytes;
+        public override long UnflushedBytes => _inner.UnflushedBytes;
+
+        public override void Advance(int bytes) => _inner.Advance(bytes);
+        public override Memory<byte> GetMemory(int sizeHint = 0) => _inner.GetMemory(sizeHint);
+        public override Span<byte> GetSpan(int sizeHint = 0) => _inner.GetSpan(sizeHint);
+        public override void CancelPendingFlush() => _inner.CancelPendingFlush();
+
+        public override void Complete(Exception? exception = null)
+        {
+            if (exception is not null)
+            {
+                _stream.Abort((uint)Http2ErrorCode.InternalError);
+                return;
+            }
+            _stream.CompleteAsync().AsTask().GetAwaiter().GetResult();
+        }
+
+        public override ValueTask CompleteAsync(Exception? exception = null)
+        {
+            if (exception is not null)
+            {
+                _stream.Abort((uint)Http2ErrorCode.InternalError);
+                return ValueTask.CompletedTask;
+            }
+            return _stream.CompleteAsync();
+        }
+
+        public override ValueTask<FlushResult> FlushAsync(CancellationToken cancellationToken = default)
+        {
+            // A reset stream takes no more output: report completion instead of queueing bytes nobody will send.
+            if (_stream._abortRequested || _stream._abortedCts.IsCancellationRequested)
+            {
+                return new ValueTask<FlushResult>(new FlushResult(isCanceled: false, isCompleted: true));
+            }
+            _stream.StartResponseCore();
+            // Publish the bytes first, then signal: the writer loop must find them when it looks.
+            var flush = _inner.FlushAsync(cancellationToken);
+            _stream.SignalOutput();
+            return flush;
+        }
+    }
+}

@@ -1,0 +1,263 @@
+using Proxy.Codecs.Http2;
+
+namespace Proxy.Protocols.Http2;
+
+/// <summary>
+/// One HTTP/2 stream as an <see cref="HttpExchange"/>. Its fields are grouped by owner: the read loop
+/// (RFC state, inbound accounting), the frame-writer loop (outbound window, what is on the wire) and the
+/// app (the response it builds). The few fields crossing owners are atomics or volatile hand-offs.
+/// </summary>
+// Owned by three parties, each field group below says which; cross-owner fields are atomics.
+internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
+{
+    private readonly Http2Connection _connection;
+    private readonly IHttpRequestHandler _handler;
+    private readonly CancellationTokenSource _abortedCts = new();
+    private readonly Pipe _requestPipe;
+    private readonly Pipe _responsePipe;
+    private readonly RequestBodyReader _requestBodyReader;
+    private readonly ResponseBodyWriter _responseBodyWriter;
+
+    public Http2Stream(Http2Connection connection, IHttpRequestHandler handler, int streamId, Http2Options options, int initialReceiveWindow)
+    {
+        _connection = connection;
+        _handler = handler;
+        StreamId = streamId;
+        Protocol = "HTTP/2";
+        _receiveWindow = initialReceiveWindow;
+        _streamUpdateThreshold = Math.Max(1, initialReceiveWindow / 2);
+        // NOTE: no pause threshold on the request pipe: the read loop must never wait on it. Its size is
+        // bounded by our stream window instead (RFC 9113 §6.9: the peer cannot send beyond it).
+        _requestPipe = new Pipe(new PipeOptions(pauseWriterThreshold: 0, resumeWriterThreshold: 0, useSynchronizationContext: false));
+        // The app's FlushAsync waits here once MaxStreamOutputBufferSize bytes are queued for the writer loop;
+        // it resumes on the thread pool, never inline on the writer loop (default writer scheduler).
+        var outputLimit = Math.Max(1, options.MaxStreamOutputBufferSize);
+        _responsePipe = new Pipe(new PipeOptions(pauseWriterThreshold: outputLimit, resumeWriterThreshold: Math.Max(1, outputLimit / 2),
+            readerScheduler: PipeScheduler.Inline, useSynchronizationContext: false));
+        _requestBodyReader = new RequestBodyReader(this, _requestPipe.Reader);
+        _responseBodyWriter = new ResponseBodyWriter(this, _responsePipe.Writer);
+    }
+
+    public int StreamId { get; }
+
+    // ---- Owned by the read loop ----
+
+    internal Http2StreamState State { get; set; } = Http2StreamState.Idle;
+    internal long ReceivedBodyLength { get; set; }
+    internal bool OutputEnded { get; set; }
+    internal bool HandlerFinished { get; set; }
+
+    // ---- Owned by the frame-writer loop ----
+
+    internal long SendWindow;
+    internal bool SendWindowInitialized;
+    internal bool HeadersSent;
+    internal bool OutputStopped;
+    internal bool InReadyQueue;
+    internal bool BlockedOnStreamWindow;
+    internal bool InConnectionBlockedList;
+    internal PipeReader ResponseReader => _responsePipe.Reader;
+
+    // ---- Handed from the app to the writer loop (written once before the output signal) ----
+
+    private volatile List<KeyValuePair<string, string>>? _submittedHeaders;
+    private volatile List<KeyValuePair<string, string>>? _submittedTrailers;
+    private volatile bool _abortRequested;
+    internal List<KeyValuePair<string, string>>? SubmittedHeaders => _submittedHeaders;
+    internal List<KeyValuePair<string, string>>? SubmittedTrailers => _submittedTrailers;
+    internal bool AbortRequested => _abortRequested;
+
+    // ---- Shared atomics ----
+
+    private int _outputSignaled;      // 1 while a StreamOutput message is queued or about to be
+    private int _responseStarted;     // app: set once by StartResponseAsync
+    private int _responseCompleted;   // app: set once by CompleteAsync
+    private int _receiveWindow;       // read loop subtracts on DATA; the app side adds when it returns credit
+    private int _pendingStreamCredit; // consumed bytes not yet returned by a stream WINDOW_UPDATE
+    private long _bufferedBodyBytes;  // in the request pipe, not yet consumed by the app
+    private volatile bool _requestBodyAbandoned;
+    private volatile bool _remoteEnded;
+    private readonly int _streamUpdateThreshold;
+
+    public override PipeReader RequestBody => _requestBodyReader;
+    public override CancellationToken RequestAborted => _abortedCts.Token;
+    public override bool SupportsTrailers => true;
+    public override bool HasResponseStarted => Volatile.Read(ref _responseStarted) == 1;
+    public override PipeWriter ResponseBody => _responseBodyWriter;
+
+    /// <summary>Sets the request line fields from a validated header block (read loop, before dispatch).</summary>
+    internal void InitializeRequest(RequestHeaderCollector headers, bool endStream)
+    {
+        Method = headers.Method!;
+        Scheme = headers.Scheme ?? "";
+        Authority = headers.Authority ?? headers.Host ?? "";
+        RawTarget = headers.Path ?? "";
+        RequestContentLength = headers.ContentLength;
+        RequestHasBody = !endStream;
+        RequestHeaders.AddRange(headers.Fields);
+        State = Http2StreamStateMachine.OnHeadersReceived(endStream);
+        if (endStream)
+        {
+            _remoteEnded = true;
+            _requestPipe.Writer.Complete();
+        }
+    }
+
+    // ---- Read loop side of the request body ----
+
+    /// <summary>Current receive window (read loop reads it before accepting DATA).</summary>
+    internal int ReceiveWindow => Volatile.Read(ref _receiveWindow);
+
+    /// <summary>Debits the stream window for a DATA frame (read loop). The caller checked the window first.</summary>
+    internal void DebitReceiveWindow(int flowControlledLength) => Interlocked.Add(ref _receiveWindow, -flowControlledLength);
+
+    /// <summary>
+    /// Copies DATA into the request pipe (read loop). Returns the bytes the connection can credit back at
+    /// once because nobody will ever read them (the app already completed the body reader).
+    /// </summary>
+    internal int DeliverRequestData(in ReadOnlySequence<byte> data)
+    {
+        if (data.IsEmpty)
+        {
+            return 0;
+        }
+        Interlocked.Add(ref _bufferedBodyBytes, data.Length);
+        if (_requestBodyAbandoned)
+        {
+            return (int)Interlocked.Exchange(ref _bufferedBodyBytes, 0);
+        }
+        foreach (var segment in data)
+        {
+            _requestPipe.Writer.Write(segment.Span);
+        }
+        // Never waits: the pipe has no pause threshold.
+        var flush = _requestPipe.Writer.FlushAsync();
+        flush.GetAwaiter().GetResult();
+        if (_requestBodyAbandoned)
+        {
+            return (int)Interlocked.Exchange(ref _bufferedBodyBytes, 0);
+        }
+        return 0;
+    }
+
+    /// <summary>END_STREAM received (read loop): completes the request body after trailers were stored.</summary>
+    internal void EndRequestBody()
+    {
+        _remoteEnded = true;
+        _requestPipe.Writer.Complete();
+    }
+
+    /// <summary>
+    /// The stream is gone for the peer (reset either way, or the connection closed): fire RequestAborted on
+    /// the thread pool (never run app callbacks on the read loop) and fail the request body.
+    /// Unread request bytes are credited back when the body reader completes.
+    /// </summary>
+    internal void AbortFromConnection(string reason)
+    {
+        _remoteEnded = true;
+        _requestPipe.Writer.Complete(new IOException(reason));
+        ThreadPool.UnsafeQueueUserWorkItem(static cts =>
+        {
+            try
+            {
+                cts.Cancel();
+            }
+            catch (AggregateException)
+            {
+                // An app callback threw; the stream is gone anyway.
+            }
+        }, _abortedCts, preferLocal: false);
+    }
+
+    // ---- App side of the request body: return credit as the app consumes (RFC 9113 §6.9) ----
+
+    private void OnRequestBodyConsumed(long bytes)
+    {
+        if (bytes <= 0)
+        {
+            return;
+        }
+        Interlocked.Add(ref _bufferedBodyBytes, -bytes);
+        _connection.ReturnConnectionCredit((int)bytes);
+        if (_remoteEnded)
+        {
+            return; // no more DATA can come on this stream: no stream credit needed
+        }
+        var pending = Interlocked.Add(ref _pendingStreamCredit, (int)bytes);
+        if (pending >= _streamUpdateThreshold)
+        {
+            var increment = Interlocked.Exchange(ref _pendingStreamCredit, 0);
+            if (increment > 0)
+            {
+                // Raise the window before telling the peer, so the read loop never sees DATA beyond it.
+                Interlocked.Add(ref _receiveWindow, increment);
+                _connection.EnqueueFromProducer(WriterMessage.WindowUpdate(StreamId, increment));
+            }
+        }
+    }
+
+    /// <summary>The app (or the engine after the handler) completed the body reader: unread bytes go back to the connection.</summary>
+    private void OnRequestBodyAbandoned()
+    {
+        _requestBodyAbandoned = true;
+        var left = Interlocked.Exchange(ref _bufferedBodyBytes, 0);
+        if (left > 0)
+        {
+            _connection.ReturnConnectionCredit((int)left);
+        }
+    }
+
+    /// <summary>Credit the read loop returns for padding (stream part), counted like consumed bytes.</summary>
+    internal void ReturnPaddingCredit(int bytes)
+    {
+        if (bytes > 0 && !_remoteEnded)
+        {
+            var pending = Interlocked.Add(ref _pendingStreamCredit, bytes);
+            if (pending >= _streamUpdateThreshold)
+            {
+                var increment = Interlocked.Exchange(ref _pendingStreamCredit, 0);
+                if (increment > 0)
+                {
+                    Interlocked.Add(ref _receiveWindow, increment);
+                    _connection.EnqueueFromProducer(WriterMessage.WindowUpdate(StreamId, increment));
+                }
+            }
+        }
+    }
+
+    // ---- Handler dispatch ----
+
+    /// <summary>Runs on the thread pool (queued by the read loop): never app code on a connection loop.</summary>
+    void IThreadPoolWorkItem.Execute() => _ = RunHandlerAsync();
+
+    private async Task RunHandlerAsync()
+    {
+        try
+        {
+            await _handler.HandleAsync(this);
+        }
+        catch (Exception)
+        {
+            if (!HasResponseStarted && !_abortRequested)
+            {
+                StatusCode = 500;
+                ResponseHeaders.Clear();
+                ResponseTrailers.Clear();
+            }
+            else
+            {
+                Abort((uint)Http2ErrorCode.InternalError);
+            }
+        }
+        try
+        {
+            await CompleteAsync();
+        }
+        catch (Exception)
+        {
+            Abort((uint)Http2ErrorCode.InternalError);
+        }
+        _requestBodyReader.Complete();
+        _connection.PostEvent(ReadLoopEvent.HandlerFinished(this));
+    }
+}

@@ -1,0 +1,244 @@
+using System.Text;
+using Proxy.Codecs.Hpack;
+
+namespace Proxy.Protocols.Http2;
+
+/// <summary>
+/// Receives decoded fields of one header block and checks the request rules of RFC 9113 §8.1-§8.3 as they
+/// arrive. It never throws during decoding: the whole block must still pass through the HPACK decoder to
+/// keep the dynamic table in sync (RFC 9113 §4.3), so a violation is recorded in <see cref="MalformedToken"/>
+/// and turned into a stream error once decoding ends.
+/// </summary>
+// Owned by the read loop (one per connection, reset per header block).
+internal sealed class RequestHeaderCollector : IHpackHeaderHandler
+{
+    private readonly int _maxListSize;
+    private readonly int _maxCount;
+    private bool _isTrailers;
+    private bool _seenRegular;
+
+    public RequestHeaderCollector(int maxListSize, int maxCount)
+    {
+        _maxListSize = maxListSize;
+        _maxCount = maxCount;
+    }
+
+    public string? Method { get; private set; }
+    public string? Scheme { get; private set; }
+    public string? Authority { get; private set; }
+    public string? Path { get; private set; }
+    public string? Host { get; private set; }
+    public long? ContentLength { get; private set; }
+    public List<KeyValuePair<string, string>> Fields { get; } = new();
+
+    /// <summary>Decoded size with RFC 9113 §6.5.2 accounting (name + value + 32 per field).</summary>
+    public long ListSize { get; private set; }
+    public int FieldCount { get; private set; }
+
+    /// <summary>First rule broken (a short token for the RST reason), or null.</summary>
+    public string? MalformedToken { get; private set; }
+
+    /// <summary>The list exceeded MaxHeaderListSize or MaxHeaderCount: answered with 431, not a protocol error.</summary>
+    public bool TooLarge => ListSize > _maxListSize || FieldCount > _maxCount;
+
+    public void Reset(bool isTrailers)
+    {
+        _isTrailers = isTrailers;
+        _seenRegular = false;
+        Method = Scheme = Authority = Path = Host = null;
+        ContentLength = null;
+        Fields.Clear();
+        ListSize = 0;
+        FieldCount = 0;
+        MalformedToken = null;
+    }
+
+    public void OnHeader(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
+    {
+        ListSize += name.Length + value.Length + 32;
+        FieldCount++;
+        if (MalformedToken is not null || TooLarge)
+        {
+            return; // keep counting for the abuse check, stop allocating
+        }
+        // RFC 9113 §8.2.1: values MUST NOT contain NUL, CR or LF, nor start or end with SP or HTAB.
+        if (!IsValidValue(value))
+        {
+            Malformed("invalid_field_value");
+            return;
+        }
+        if (name.Length > 0 && name[0] == (byte)':')
+        {
+            OnPseudoHeader(name, value);
+            return;
+        }
+        // RFC 9113 §8.2.1: "A field name MUST NOT contain characters in the ranges 0x00-0x20, 0x41-0x5a, or 0x7f-0xff".
+        if (!IsValidName(name))
+        {
+            Malformed("invalid_field_name");
+            return;
+        }
+        _seenRegular = true;
+        var nameString = Encoding.ASCII.GetString(name);
+        var valueString = Encoding.Latin1.GetString(value);
+        // RFC 9113 §8.2.2: connection-specific fields make the message malformed; "te" may only carry "trailers".
+        if (IsConnectionSpecific(nameString))
+        {
+            Malformed("connection_specific_field");
+            return;
+        }
+        if (nameString == "te" && !string.Equals(valueString, "trailers", StringComparison.Ordinal))
+        {
+            Malformed("te_not_trailers");
+            return;
+        }
+        if (nameString == "content-length" && !_isTrailers)
+        {
+            if (!long.TryParse(valueString, System.Globalization.NumberStyles.None, System.Globalization.CultureInfo.InvariantCulture, out var length)
+                || (ContentLength is { } previous && previous != length))
+            {
+                Malformed("invalid_content_length");
+                return;
+            }
+            ContentLength = length;
+        }
+        else if (nameString == "host" && Host is null)
+        {
+            Host = valueString;
+        }
+        Fields.Add(new(nameString, valueString));
+    }
+
+    private void OnPseudoHeader(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
+    {
+        // RFC 9113 §8.1: trailers MUST NOT include pseudo-header fields.
+        if (_isTrailers)
+        {
+            Malformed("pseudo_header_in_trailers");
+            return;
+        }
+        // RFC 9113 §8.3: all pseudo-header fields MUST appear before regular fields.
+        if (_seenRegular)
+        {
+            Malformed("pseudo_header_after_regular");
+            return;
+        }
+        var text = Encoding.Latin1.GetString(value);
+        switch (Encoding.ASCII.GetString(name))
+        {
+            case ":method":
+                if (Method is not null || !IsToken(value)) { Malformed("invalid_method"); return; }
+                Method = text;
+                break;
+            case ":scheme":
+                if (Scheme is not null || value.IsEmpty) { Malformed("invalid_scheme"); return; }
+                Scheme = text;
+                break;
+            case ":authority":
+                if (Authority is not null || !IsVisible(value)) { Malformed("invalid_authority"); return; }
+                Authority = text;
+                break;
+            case ":path":
+                // RFC 9113 §8.3.1: ":path" MUST NOT be empty for http/https; no spaces or controls either.
+                if (Path is not null || value.IsEmpty || !IsVisible(value)) { Malformed("invalid_path"); return; }
+                Path = text;
+                break;
+            default:
+                // RFC 9113 §8.3: unknown pseudo-headers (and ":status" in a request) make it malformed.
+                Malformed("unknown_pseudo_header");
+                return;
+        }
+    }
+
+    /// <summary>Checks the pseudo-header set once the block ended (RFC 9113 §8.3.1, §8.5 for CONNECT).</summary>
+    public void ValidateRequestComplete()
+    {
+        if (MalformedToken is not null || TooLarge)
+        {
+            return;
+        }
+        if (Method is null)
+        {
+            Malformed("missing_method");
+        }
+        else if (Method == "CONNECT")
+        {
+            // RFC 9113 §8.5: ":scheme" and ":path" MUST be omitted; ":authority" MUST be present.
+            if (Scheme is not null || Path is not null || Authority is null)
+            {
+                Malformed("invalid_connect");
+            }
+        }
+        else if (Scheme is null || Path is null)
+        {
+            Malformed("missing_pseudo_header");
+        }
+        else if (Path[0] != '/' && !(Path == "*" && Method == "OPTIONS"))
+        {
+            Malformed("invalid_path");
+        }
+    }
+
+    public static bool IsConnectionSpecific(string lowerName) => lowerName is "connection" or "keep-alive" or "proxy-connection" or "transfer-encoding" or "upgrade";
+
+    private void Malformed(string token) => MalformedToken ??= token;
+
+    private static bool IsValidValue(ReadOnlySpan<byte> value)
+    {
+        if (value.IsEmpty)
+        {
+            return true;
+        }
+        if (value[0] is (byte)' ' or (byte)'\t' || value[^1] is (byte)' ' or (byte)'\t')
+        {
+            return false;
+        }
+        return value.IndexOfAny((byte)0, (byte)'\r', (byte)'\n') < 0;
+    }
+
+    private static bool IsValidName(ReadOnlySpan<byte> name)
+    {
+        if (name.IsEmpty)
+        {
+            return false;
+        }
+        foreach (var b in name)
+        {
+            if (b <= 0x20 || b is >= 0x41 and <= 0x5a || b >= 0x7f || b == (byte)':')
+            {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static bool IsToken(ReadOnlySpan<byte> value)
+    {
+        if (value.IsEmpty)
+        {
+            return false;
+        }
+        foreach (var b in value)
+        {
+            var ok = b is >= (byte)'a' and <= (byte)'z' or >= (byte)'A' and <= (byte)'Z' or >= (byte)'0' and <= (byte)'9'
+                || "!#$%&'*+-.^_`|~"u8.Contains(b);
+            if (!ok)
+            {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static bool IsVisible(ReadOnlySpan<byte> value)
+    {
+        foreach (var b in value)
+        {
+            if (b <= 0x20 || b >= 0x7f)
+            {
+                return false;
+            }
+        }
+        return true;
+    }
+}

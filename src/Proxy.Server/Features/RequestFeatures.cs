@@ -1,0 +1,250 @@
+using System.Net.Security;
+using System.Security.Authentication;
+using System.Security.Cryptography.X509Certificates;
+using Microsoft.AspNetCore.Connections.Features;
+using Microsoft.Extensions.Primitives;
+using Proxy.Server.Internal;
+
+namespace Proxy.Server.Features;
+
+// Owned by the app's request thread of control (created per request by the handler; the engine
+// never touches it). OnStarting/OnCompleted lists are only touched from that flow.
+/// <summary>
+/// One request's ASP.NET Core features over an <see cref="HttpExchange"/>. One object implements
+/// them all (one allocation per request instead of fifteen), like Kestrel's HttpProtocol.
+/// This file: the request side. RequestFeatures.Response.cs: the response side.
+/// </summary>
+internal sealed partial class RequestFeatures :
+    IHttpRequestFeature,
+    IHttpRequestBodyDetectionFeature,
+    IRequestBodyPipeFeature,
+    IHttpMaxRequestBodySizeFeature,
+    IHttpRequestTrailersFeature,
+    IHttpRequestLifetimeFeature,
+    IHttpConnectionFeature,
+    IHttpUpgradeFeature,
+    IHttpRequestIdentifierFeature
+{
+    /// <summary>RFC 9113 §7 INTERNAL_ERROR (0x2): Kestrel resets with it when the app aborts.</summary>
+    internal const uint InternalError = 0x2;
+
+    private readonly RequestBodyReader _bodyReader;
+    private readonly FeatureCollection _features;
+    private Stream? _requestBody;
+    private IHeaderDictionary? _requestTrailers;
+    private CancellationToken? _requestAborted;
+    private string? _traceIdentifier;
+
+    public RequestFeatures(HttpExchange exchange, ProxyServerOptions options, DateHeaderCache dateCache)
+    {
+        Exchange = exchange;
+        _options = options;
+        _dateCache = dateCache;
+        IsHttp2 = exchange.Protocol == "HTTP/2";
+
+        Protocol = exchange.Protocol;
+        Scheme = exchange.Scheme.Length > 0 ? exchange.Scheme : exchange.Connection.Scheme;
+        Method = exchange.Method;
+        RawTarget = exchange.RawTarget;
+        (Path, QueryString) = RequestTarget.Split(exchange.RawTarget);
+        Headers = BuildRequestHeaders(exchange);
+        _bodyReader = new RequestBodyReader(exchange, options.MaxRequestBodySize);
+
+        var connection = exchange.Connection;
+        ConnectionId = connection.ConnectionId;
+        if (connection.LocalEndPoint is IPEndPoint local)
+        {
+            LocalIpAddress = local.Address;
+            LocalPort = local.Port;
+        }
+        if (connection.RemoteEndPoint is IPEndPoint remote)
+        {
+            RemoteIpAddress = remote.Address;
+            RemotePort = remote.Port;
+        }
+
+        _responseHeaders = new HeaderDictionary();
+        _bodyWriter = new ResponseBodyWriter(this);
+        _features = BuildFeatureCollection();
+    }
+
+    public HttpExchange Exchange { get; }
+
+    /// <summary>The collection handed to IHttpApplication.CreateContext.</summary>
+    public IFeatureCollection Features => _features;
+
+    internal bool IsHttp2 { get; }
+
+    private FeatureCollection BuildFeatureCollection()
+    {
+        var features = new FeatureCollection(24);
+        features.Set<IHttpRequestFeature>(this);
+        features.Set<IHttpRequestBodyDetectionFeature>(this);
+        features.Set<IRequestBodyPipeFeature>(this);
+        features.Set<IHttpMaxRequestBodySizeFeature>(this);
+        features.Set<IHttpRequestTrailersFeature>(this);
+        features.Set<IHttpRequestLifetimeFeature>(this);
+        features.Set<IHttpConnectionFeature>(this);
+        features.Set<IHttpUpgradeFeature>(this);
+        features.Set<IHttpRequestIdentifierFeature>(this);
+        features.Set<IHttpResponseFeature>(this);
+        features.Set<IHttpResponseBodyFeature>(this);
+        features.Set<IHttpResponseTrailersFeature>(this);
+        if (IsHttp2)
+        {
+            // gRPC uses it to end calls with a specific RST_STREAM code (RFC 9113 §6.4).
+            features.Set<IHttpResetFeature>(this);
+        }
+        if (Exchange.Connection.IsTls)
+        {
+            var tls = new RequestTlsFeature(Exchange.Connection);
+            features.Set<ITlsConnectionFeature>(tls);
+            features.Set<ITlsHandshakeFeature>(tls);
+        }
+        return features;
+    }
+
+    private static HeaderDictionary BuildRequestHeaders(HttpExchange exchange)
+    {
+        var headers = new HeaderDictionary(exchange.RequestHeaders.Count + 1);
+        foreach (var (name, value) in exchange.RequestHeaders)
+        {
+            if (headers.TryGetValue(name, out var existing))
+            {
+                // RFC 9113 §8.2.3: split cookie crumbs are joined with "; " into one field.
+                headers[name] = string.Equals(name, "cookie", StringComparison.OrdinalIgnoreCase)
+                    ? new StringValues(existing + "; " + value)
+                    : StringValues.Concat(existing, value);
+            }
+            else
+            {
+                headers[name] = value;
+            }
+        }
+        // HTTP/2 carries the host in :authority (RFC 9113 §8.3.1); ASP.NET reads Request.Host from the Host header.
+        if (exchange.Authority.Length > 0 && !headers.ContainsKey("Host"))
+        {
+            headers["Host"] = exchange.Authority;
+        }
+        return headers;
+    }
+
+    // ---- IHttpRequestFeature ----
+    public string Protocol { get; set; }
+    public string Scheme { get; set; }
+    public string Method { get; set; }
+    public string PathBase { get; set; } = "";
+    public string Path { get; set; }
+    public string QueryString { get; set; }
+    public string RawTarget { get; set; }
+    public IHeaderDictionary Headers { get; set; }
+
+    Stream IHttpRequestFeature.Body
+    {
+        get => _requestBody ??= _bodyReader.AsStream(leaveOpen: true);
+        set => _requestBody = value;
+    }
+
+    // ---- IRequestBodyPipeFeature / IHttpRequestBodyDetectionFeature ----
+    PipeReader IRequestBodyPipeFeature.Reader => _bodyReader;
+
+    public bool CanHaveBody => Exchange.RequestHasBody;
+
+    // ---- IHttpMaxRequestBodySizeFeature ----
+    public bool IsReadOnly => _bodyReader.HasStartedReading;
+
+    public long? MaxRequestBodySize
+    {
+        get => _bodyReader.MaxBodySize;
+        set
+        {
+            if (IsReadOnly)
+            {
+                throw new InvalidOperationException("The maximum request body size cannot be changed after the body was read.");
+            }
+            if (value < 0)
+            {
+                throw new ArgumentOutOfRangeException(nameof(value), "The limit must be non-negative.");
+            }
+            _bodyReader.MaxBodySize = value;
+        }
+    }
+
+    // ---- IHttpRequestTrailersFeature ----
+    public bool Available => !Exchange.RequestHasBody || _bodyReader.IsBodyCompleted;
+
+    public IHeaderDictionary Trailers
+    {
+        get
+        {
+            if (!Available)
+            {
+                throw new InvalidOperationException("The request trailers are not available yet: read the body to its end first.");
+            }
+            if (_requestTrailers is null)
+            {
+                var trailers = new HeaderDictionary();
+                foreach (var (name, value) in Exchange.RequestTrailers)
+                {
+                    trailers.Append(name, value);
+                }
+                trailers.IsReadOnly = true;
+                _requestTrailers = trailers;
+            }
+            return _requestTrailers;
+        }
+    }
+
+    // ---- IHttpRequestLifetimeFeature ----
+    public CancellationToken RequestAborted
+    {
+        get => _requestAborted ?? Exchange.RequestAborted;
+        set => _requestAborted = value;
+    }
+
+    public void Abort() => Exchange.Abort(InternalError);
+
+    // ---- IHttpConnectionFeature ----
+    public string ConnectionId { get; set; }
+    public IPAddress? RemoteIpAddress { get; set; }
+    public IPAddress? LocalIpAddress { get; set; }
+    public int RemotePort { get; set; }
+    public int LocalPort { get; set; }
+
+    // ---- IHttpRequestIdentifierFeature ----
+    public string TraceIdentifier
+    {
+        get => _traceIdentifier ??= Exchange.Connection.ConnectionId + ":" + Interlocked.Increment(ref s_requestCounter).ToString("x8", System.Globalization.CultureInfo.InvariantCulture);
+        set => _traceIdentifier = value;
+    }
+
+    private static long s_requestCounter;
+
+    // ---- IHttpUpgradeFeature: upgrades (WebSockets over HTTP/1.1, h2c Upgrade) are not supported. ----
+    public bool IsUpgradableRequest => false;
+
+    public Task<Stream> UpgradeAsync() => throw new InvalidOperationException("This server does not support HTTP upgrades.");
+
+    /// <summary>TLS details of the connection, from the metadata the engine received.</summary>
+    private sealed class RequestTlsFeature(ConnectionMetadata connection) : ITlsConnectionFeature, ITlsHandshakeFeature
+    {
+        public X509Certificate2? ClientCertificate { get; set; } = connection.ClientCertificate;
+
+        public Task<X509Certificate2?> GetClientCertificateAsync(CancellationToken cancellationToken) => Task.FromResult(ClientCertificate);
+
+        public SslProtocols Protocol => connection.TlsProtocol;
+
+        public TlsCipherSuite? NegotiatedCipherSuite => connection.NegotiatedCipherSuite;
+
+        public string HostName => connection.HostName ?? "";
+
+#pragma warning disable SYSLIB0058, CS0618 // Legacy members of the interface; the cipher suite above replaces them.
+        public CipherAlgorithmType CipherAlgorithm => CipherAlgorithmType.None;
+        public int CipherStrength => 0;
+        public HashAlgorithmType HashAlgorithm => HashAlgorithmType.None;
+        public int HashStrength => 0;
+        public ExchangeAlgorithmType KeyExchangeAlgorithm => ExchangeAlgorithmType.None;
+        public int KeyExchangeStrength => 0;
+#pragma warning restore SYSLIB0058, CS0618
+    }
+}

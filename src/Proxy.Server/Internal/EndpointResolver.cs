@@ -1,0 +1,61 @@
+using System.Net.Sockets;
+using Microsoft.Extensions.Logging;
+
+namespace Proxy.Server.Internal;
+
+/// <summary>Turns hosting URLs (--urls, ASPNETCORE_URLS) into endpoints, the way Kestrel reads them.</summary>
+internal static class EndpointResolver
+{
+    public const string DefaultAddress = "http://localhost:5000";
+
+    /// <summary>
+    /// "http://127.0.0.1:0", "https://[::1]:5001", "http://localhost:5000" (loopback v4, plus v6
+    /// added at bind time), "http://*:80" / "http://+:80" (all interfaces), other host names (all
+    /// interfaces, with a warning, as Kestrel does).
+    /// </summary>
+    public static ListenOptions Parse(string url, ILogger logger)
+    {
+        var address = BindingAddress.Parse(url);
+        if (address.IsUnixPipe || address.IsNamedPipe)
+        {
+            throw new NotSupportedException($"'{url}': Unix sockets and named pipes are not supported.");
+        }
+        var https = string.Equals(address.Scheme, "https", StringComparison.OrdinalIgnoreCase);
+        if (!https && !string.Equals(address.Scheme, "http", StringComparison.OrdinalIgnoreCase))
+        {
+            throw new InvalidOperationException($"'{url}': only http and https URLs are supported.");
+        }
+        if (address.PathBase.Length > 0)
+        {
+            throw new InvalidOperationException($"'{url}': a path base is not supported in a listen URL; use UsePathBase.");
+        }
+
+        var host = address.Host;
+        ListenOptions options;
+        if (string.Equals(host, "localhost", StringComparison.OrdinalIgnoreCase))
+        {
+            options = new ListenOptions(new IPEndPoint(IPAddress.Loopback, address.Port)) { DisplayHost = "localhost" };
+        }
+        else if (host is "*" or "+" or "" or "0.0.0.0" or "[::]")
+        {
+            options = new ListenOptions(new IPEndPoint(host == "0.0.0.0" ? IPAddress.Any : AnyAddress(), address.Port));
+        }
+        else if (IPAddress.TryParse(host.Trim('[', ']'), out var ip))
+        {
+            options = new ListenOptions(new IPEndPoint(ip, address.Port));
+        }
+        else
+        {
+            ServerLog.BindingAnyForHostName(logger, host);
+            options = new ListenOptions(new IPEndPoint(AnyAddress(), address.Port));
+        }
+
+        if (https)
+        {
+            options.UseHttps();
+        }
+        return options;
+    }
+
+    private static IPAddress AnyAddress() => Socket.OSSupportsIPv6 ? IPAddress.IPv6Any : IPAddress.Any;
+}

@@ -1,0 +1,60 @@
+using Microsoft.AspNetCore.Hosting.Server;
+using Microsoft.Extensions.Logging;
+using Proxy.Server.Features;
+
+namespace Proxy.Server.Internal;
+
+/// <summary>
+/// Runs the ASP.NET Core application for each exchange the engines hand over. Stateless per
+/// request (state lives in <see cref="RequestFeatures"/>); shared by all connections.
+/// </summary>
+internal sealed class HttpApplicationHandler<TContext>(
+    IHttpApplication<TContext> application,
+    ProxyServerOptions options,
+    DateHeaderCache dateCache,
+    ILogger logger) : IHttpRequestHandler
+    where TContext : notnull
+{
+    public async Task HandleAsync(HttpExchange exchange)
+    {
+        var features = new RequestFeatures(exchange, options, dateCache);
+        exchange.HostState = features;
+        var context = application.CreateContext(features.Features);
+        Exception? applicationError = null;
+        try
+        {
+            await application.ProcessRequestAsync(context).ConfigureAwait(false);
+        }
+        catch (Exception e)
+        {
+            applicationError = e;
+            ServerLog.ApplicationError(logger, exchange.Connection.ConnectionId, features.TraceIdentifier, e);
+        }
+
+        try
+        {
+            if (applicationError is null)
+            {
+                await features.CompleteResponseAsync().ConfigureAwait(false);
+            }
+            else
+            {
+                await features.OnApplicationErrorAsync(applicationError).ConfigureAwait(false);
+            }
+        }
+        catch (Exception e)
+        {
+            // Completing failed (client gone, OnStarting threw): nothing more can be sent.
+            applicationError ??= e;
+            ServerLog.ResponseCompletionFailed(logger, exchange.Connection.ConnectionId, e);
+            exchange.Abort(RequestFeatures.InternalError);
+        }
+
+        var completedError = await features.FireOnCompletedAsync().ConfigureAwait(false);
+        if (completedError is not null)
+        {
+            ServerLog.OnCompletedFailed(logger, exchange.Connection.ConnectionId, completedError);
+        }
+        application.DisposeContext(context, applicationError);
+    }
+}

@@ -1,0 +1,168 @@
+using System.Net.Sockets;
+using Microsoft.AspNetCore.Hosting.Server.Features;
+using Microsoft.Extensions.Logging;
+using Proxy.Server.Internal;
+using Proxy.Transport.Certificates;
+using Proxy.Transport.Sockets;
+using Proxy.Transport.Tls;
+
+namespace Proxy.Server;
+
+/// <summary>Binding endpoints, accept loops and the per-connection flow.</summary>
+public sealed partial class ProxyServer
+{
+    private List<ListenOptions> ResolveEndpoints()
+    {
+        var urls = _addresses.Addresses.ToArray();
+        if (_options.ListenOptions.Count > 0 && !(urls.Length > 0 && _addresses.PreferHostingUrls))
+        {
+            if (urls.Length > 0)
+            {
+                ServerLog.OverridingAddresses(_logger, string.Join(", ", urls));
+            }
+            return _options.ListenOptions;
+        }
+        if (urls.Length == 0)
+        {
+            return _extraListeners.Count > 0 ? [] : [EndpointResolver.Parse(EndpointResolver.DefaultAddress, _logger)];
+        }
+        return urls.Select(url => EndpointResolver.Parse(url, _logger)).ToList();
+    }
+
+    /// <summary>Binds one endpoint; "localhost" binds 127.0.0.1 and, when possible, ::1 on the same port.</summary>
+    private List<IConnectionListener> Bind(ListenOptions endpoint)
+    {
+        var first = SocketConnectionListener.Bind(endpoint.EndPoint, _options.Sockets);
+        _listeners.Add(first);
+        var result = new List<IConnectionListener> { first };
+        if (endpoint.DisplayHost == "localhost" && Socket.OSSupportsIPv6)
+        {
+            var port = ((IPEndPoint)first.EndPoint).Port;
+            try
+            {
+                var v6 = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.IPv6Loopback, port), _options.Sockets);
+                _listeners.Add(v6);
+                result.Add(v6);
+            }
+            catch (Exception e) when (e is SocketException or AddressInUseException)
+            {
+                // IPv6 disabled or the port is taken on ::1 only: IPv4 loopback still serves.
+                ServerLog.Ipv6LoopbackUnavailable(_logger, endpoint.ToString(), e);
+            }
+        }
+        return result;
+    }
+
+    private static string FormatBoundAddress(ListenOptions endpoint, EndPoint bound)
+    {
+        var ip = (IPEndPoint)bound;
+        var host = endpoint.DisplayHost ?? ListenOptions.FormatHost(ip.Address);
+        return $"{endpoint.Scheme}://{host}:{ip.Port}";
+    }
+
+    private ConnectionDelegate BuildPipeline(ListenOptions endpoint, IHttpRequestHandler handler)
+    {
+        var http = new HttpConnectionHandler(endpoint, _options, handler, _protocolFactory, _time, _logger);
+        ConnectionDelegate pipeline = http.OnConnectionAsync;
+        if (endpoint.Tls is { } tls)
+        {
+            if (tls.ServerCertificate is null)
+            {
+                tls.ServerCertificate = _options.ServerCertificate;
+                if (tls.ServerCertificate is null)
+                {
+                    var dev = DevelopmentCertificate.GetOrCreate(_options.DevelopmentCertificateDirectory, _time);
+                    ServerLog.UsingDevelopmentCertificate(_logger, endpoint.ToString(), dev.Subject, dev.NotAfter);
+                    tls.ServerCertificate = dev;
+                }
+            }
+            tls.ApplicationProtocols = endpoint.AlpnProtocols();
+            pipeline = new TlsConnectionMiddleware(pipeline, tls, _loggerFactory.CreateLogger<TlsConnectionMiddleware>(), _time).OnConnectionAsync;
+        }
+        return pipeline;
+    }
+
+    private void StartAcceptLoop(IConnectionListener listener, ConnectionDelegate pipeline)
+        => _acceptLoops.Add(AcceptLoopAsync(listener, pipeline));
+
+    private async Task AcceptLoopAsync(IConnectionListener listener, ConnectionDelegate pipeline)
+    {
+        while (true)
+        {
+            ConnectionContext? connection;
+            try
+            {
+                connection = await listener.AcceptAsync().ConfigureAwait(false);
+            }
+            catch (Exception) when (_stopping.IsCancellationRequested)
+            {
+                return;
+            }
+            if (connection is null)
+            {
+                return; // Unbound.
+            }
+            var tracked = new ServerConnection(connection);
+            connection.Features.Set(tracked);
+            // Registered before the flow starts, so StopAsync never misses an accepted connection.
+            _connections.TryAdd(tracked, 0);
+            ServerLog.ConnectionAccepted(_logger, connection.ConnectionId, connection.RemoteEndPoint);
+            _ = RunConnectionAsync(tracked, pipeline);
+        }
+    }
+
+    private async Task RunConnectionAsync(ServerConnection tracked, ConnectionDelegate pipeline)
+    {
+        // Leave the accept loop before doing any connection work.
+        await Task.Yield();
+        var connection = tracked.Context;
+        try
+        {
+            await pipeline(connection).ConfigureAwait(false);
+        }
+        catch (Exception e) when (e is ConnectionResetException or ConnectionAbortedException or IOException or OperationCanceledException)
+        {
+            // The peer went away or we aborted: routine.
+        }
+        catch (Exception e)
+        {
+            ServerLog.ConnectionFailed(_logger, connection.ConnectionId, e);
+        }
+        finally
+        {
+            _connections.TryRemove(tracked, out _);
+            try
+            {
+                await connection.DisposeAsync().ConfigureAwait(false);
+            }
+            catch (Exception e)
+            {
+                ServerLog.ConnectionFailed(_logger, connection.ConnectionId, e);
+            }
+            tracked.MarkCompleted();
+            tracked.Dispose();
+        }
+    }
+
+    private async Task StopListenersAsync()
+    {
+        foreach (var listener in _listeners)
+        {
+            await listener.UnbindAsync().ConfigureAwait(false);
+        }
+        await Task.WhenAll(_acceptLoops).ConfigureAwait(false);
+        foreach (var listener in _listeners)
+        {
+            await listener.DisposeAsync().ConfigureAwait(false);
+        }
+        _listeners.Clear();
+    }
+
+    /// <summary>The addresses the host asked for, then the addresses actually bound.</summary>
+    private sealed class ServerAddressesFeature : IServerAddressesFeature
+    {
+        public ICollection<string> Addresses { get; } = new List<string>();
+
+        public bool PreferHostingUrls { get; set; }
+    }
+}

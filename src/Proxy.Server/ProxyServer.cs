@@ -1,0 +1,142 @@
+using System.Collections.Concurrent;
+using Microsoft.AspNetCore.Hosting.Server;
+using Microsoft.AspNetCore.Hosting.Server.Features;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
+using Microsoft.Extensions.Options;
+using Proxy.Server.Internal;
+using Proxy.Transport.Certificates;
+using Proxy.Transport.Sockets;
+using Proxy.Transport.Tls;
+
+namespace Proxy.Server;
+
+// Owned by the host: StartAsync and StopAsync are called once each, in order. The connection
+// table is shared with accept loops and connection flows (concurrent dictionary).
+/// <summary>
+/// An ASP.NET Core <see cref="IServer"/> over our HTTP/1.1 and HTTP/2 engines: binds endpoints,
+/// accepts connections, runs TLS, picks the protocol and maps exchanges onto the app.
+/// </summary>
+public sealed partial class ProxyServer : IServer
+{
+    private readonly ProxyServerOptions _options;
+    private readonly ILoggerFactory _loggerFactory;
+    private readonly ILogger _logger;
+    private readonly TimeProvider _time;
+    private readonly IConnectionProtocolFactory _protocolFactory;
+    private readonly ServerAddressesFeature _addresses = new();
+    private readonly FeatureCollection _features = new();
+    private readonly List<(IConnectionListener Listener, ListenOptions Endpoint)> _extraListeners = [];
+    private readonly List<Task> _acceptLoops = [];
+    private readonly List<IConnectionListener> _listeners = [];
+    private readonly ConcurrentDictionary<ServerConnection, byte> _connections = new();
+    private readonly CancellationTokenSource _stopping = new();
+    private int _state; // 0 new, 1 started, 2 stopped
+
+    public ProxyServer(IOptions<ProxyServerOptions> options, ILoggerFactory? loggerFactory = null, TimeProvider? time = null)
+        : this(options.Value, loggerFactory, time, EngineProtocolFactory.Instance)
+    {
+    }
+
+    internal ProxyServer(ProxyServerOptions options, ILoggerFactory? loggerFactory, TimeProvider? time, IConnectionProtocolFactory protocolFactory)
+    {
+        _options = options;
+        _loggerFactory = loggerFactory ?? NullLoggerFactory.Instance;
+        _logger = _loggerFactory.CreateLogger("Proxy.Server");
+        _time = time ?? TimeProvider.System;
+        _protocolFactory = protocolFactory;
+        _features.Set<IServerAddressesFeature>(_addresses);
+    }
+
+    public IFeatureCollection Features => _features;
+
+    /// <summary>Test/in-process hook: serve an extra listener (e.g. the in-memory transport) with <paramref name="endpoint"/>'s settings.</summary>
+    internal void AddListener(IConnectionListener listener, ListenOptions endpoint) => _extraListeners.Add((listener, endpoint));
+
+    public async Task StartAsync<TContext>(IHttpApplication<TContext> application, CancellationToken cancellationToken) where TContext : notnull
+    {
+        if (Interlocked.CompareExchange(ref _state, 1, 0) != 0)
+        {
+            throw new InvalidOperationException("The server has already been started.");
+        }
+        var handler = new HttpApplicationHandler<TContext>(application, _options, new DateHeaderCache(_time), _logger);
+        var endpoints = ResolveEndpoints();
+        var bound = new List<string>();
+        try
+        {
+            foreach (var endpoint in endpoints)
+            {
+                cancellationToken.ThrowIfCancellationRequested();
+                var pipeline = BuildPipeline(endpoint, handler);
+                var listeners = Bind(endpoint);
+                foreach (var listener in listeners)
+                {
+                    StartAcceptLoop(listener, pipeline);
+                }
+                var address = FormatBoundAddress(endpoint, listeners[0].EndPoint);
+                bound.Add(address);
+                ServerLog.ListeningOn(_logger, address);
+            }
+            foreach (var (listener, endpoint) in _extraListeners)
+            {
+                _listeners.Add(listener);
+                StartAcceptLoop(listener, BuildPipeline(endpoint, handler));
+            }
+        }
+        catch
+        {
+            await StopListenersAsync().ConfigureAwait(false);
+            throw;
+        }
+
+        _addresses.Addresses.Clear();
+        foreach (var address in bound)
+        {
+            _addresses.Addresses.Add(address);
+        }
+    }
+
+    public async Task StopAsync(CancellationToken cancellationToken)
+    {
+        if (Interlocked.Exchange(ref _state, 2) != 1)
+        {
+            return;
+        }
+        _stopping.Cancel();
+
+        // Step 1: stop accepting.
+        await StopListenersAsync().ConfigureAwait(false);
+
+        // Step 2: ask every connection to finish what it started (GOAWAY for HTTP/2).
+        var connections = _connections.Keys.ToArray();
+        ServerLog.ShuttingDown(_logger, connections.Length);
+        foreach (var connection in connections)
+        {
+            connection.RequestShutdown();
+        }
+
+        // Step 3: wait until they are done or the host's patience runs out, then abort the rest.
+        var all = Task.WhenAll(connections.Select(c => c.Completion));
+        try
+        {
+            await all.WaitAsync(cancellationToken).ConfigureAwait(false);
+        }
+        catch (OperationCanceledException)
+        {
+            var remaining = _connections.Keys.ToArray();
+            ServerLog.AbortingConnections(_logger, remaining.Length);
+            foreach (var connection in remaining)
+            {
+                connection.Abort();
+            }
+            // Aborted flows end promptly (their transports fail); bound the wait regardless.
+            await Task.WhenAny(all, Task.Delay(TimeSpan.FromSeconds(5), _time)).ConfigureAwait(false);
+        }
+    }
+
+    public void Dispose()
+    {
+        StopAsync(new CancellationToken(canceled: true)).GetAwaiter().GetResult();
+        _stopping.Dispose();
+    }
+}

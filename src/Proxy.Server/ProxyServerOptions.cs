@@ -1,0 +1,58 @@
+using System.Security.Cryptography.X509Certificates;
+using Proxy.Protocols.Http1;
+using Proxy.Protocols.Http2;
+using Proxy.Transport.Sockets;
+
+namespace Proxy.Server;
+
+/// <summary>Options of <see cref="ProxyServer"/> (configure with UseProxyServer or IOptions).</summary>
+public sealed class ProxyServerOptions
+{
+    /// <summary>Endpoints configured in code. When empty, the server binds the host's URLs (--urls / ASPNETCORE_URLS).</summary>
+    public List<ListenOptions> ListenOptions { get; } = [];
+
+    public Http1Options Http1 { get; set; } = new();
+
+    public Http2Options Http2 { get; set; } = new();
+
+    public SocketTransportOptions Sockets { get; set; } = new();
+
+    /// <summary>Default certificate for https endpoints without their own.</summary>
+    public X509Certificate2? ServerCertificate { get; set; }
+
+    /// <summary>Where the development certificate is kept (defaults to $HOME/.proxy).</summary>
+    public string? DevelopmentCertificateDirectory { get; set; }
+
+    /// <summary>Adds "server: proxy" to responses that do not set one.</summary>
+    public bool AddServerHeader { get; set; } = true;
+
+    /// <summary>Default request body limit per request (413 beyond it); null means unlimited. Kestrel's default: ~28.6 MiB.</summary>
+    public long? MaxRequestBodySize { get; set; } = 30_000_000;
+
+    /// <summary>Time a cleartext connection has to send its first bytes before the protocol is chosen (slowloris).</summary>
+    public TimeSpan ProtocolDetectionTimeout { get; set; } = TimeSpan.FromSeconds(30);
+
+    public ProxyServerOptions Listen(IPAddress address, int port, Action<ListenOptions>? configure = null)
+        => Listen(new IPEndPoint(address, port), configure);
+
+    public ProxyServerOptions Listen(IPEndPoint endPoint, Action<ListenOptions>? configure = null)
+    {
+        var listen = new ListenOptions(endPoint);
+        configure?.Invoke(listen);
+        ListenOptions.Add(listen);
+        return this;
+    }
+
+    /// <summary>Listens on 127.0.0.1 and, when the OS has IPv6, on ::1.</summary>
+    public ProxyServerOptions ListenLocalhost(int port, Action<ListenOptions>? configure = null)
+    {
+        var listen = new ListenOptions(new IPEndPoint(IPAddress.Loopback, port)) { DisplayHost = "localhost" };
+        configure?.Invoke(listen);
+        ListenOptions.Add(listen);
+        return this;
+    }
+
+    /// <summary>Listens on every interface ([::] dual-mode, or 0.0.0.0 without IPv6).</summary>
+    public ProxyServerOptions ListenAnyIP(int port, Action<ListenOptions>? configure = null)
+        => Listen(System.Net.Sockets.Socket.OSSupportsIPv6 ? IPAddress.IPv6Any : IPAddress.Any, port, configure);
+}

@@ -1,0 +1,233 @@
+using System.Net.Sockets;
+using System.Runtime.InteropServices;
+using Microsoft.AspNetCore.Connections.Features;
+using Microsoft.AspNetCore.Http.Features;
+
+namespace Proxy.Transport.Sockets;
+
+// Owned by two loops: the receive loop owns the socket's receive side and the input pipe's
+// writer; the send loop owns the socket's send side and the output pipe's reader. The app side
+// (Transport) belongs to the connection middleware/protocol above.
+/// <summary>A TCP connection whose <see cref="ConnectionContext.Transport"/> is a pair of pipes pumped to and from a socket.</summary>
+internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature, IConnectionEndPointFeature,
+    IConnectionLifetimeFeature, IConnectionItemsFeature, IConnectionTransportFeature
+{
+    private static long s_lastId;
+
+    private readonly Socket _socket;
+    private readonly Pipe _input;
+    private readonly Pipe _output;
+    private readonly int _minReceive;
+    private readonly CancellationTokenSource _closedCts = new();
+    private readonly FeatureCollection _features = new();
+    private Task _processing = Task.CompletedTask;
+    private volatile ConnectionAbortedException? _abortReason;
+    private int _closedSignaled;
+
+    public SocketConnection(Socket socket, SocketTransportOptions options)
+    {
+        _socket = socket;
+        _minReceive = options.MinReceiveBufferSize;
+        _input = new Pipe(new PipeOptions(
+            pauseWriterThreshold: options.MaxReadBufferSize,
+            resumeWriterThreshold: options.MaxReadBufferSize / 2,
+            minimumSegmentSize: options.MinReceiveBufferSize,
+            useSynchronizationContext: false));
+        _output = new Pipe(new PipeOptions(
+            pauseWriterThreshold: options.MaxWriteBufferSize,
+            resumeWriterThreshold: options.MaxWriteBufferSize / 2,
+            useSynchronizationContext: false));
+
+        ConnectionId = "c" + Interlocked.Increment(ref s_lastId).ToString("x8", System.Globalization.CultureInfo.InvariantCulture);
+        LocalEndPoint = socket.LocalEndPoint;
+        RemoteEndPoint = socket.RemoteEndPoint;
+        Transport = new DuplexPipe(_input.Reader, _output.Writer);
+        Items = new ConnectionItems();
+        ConnectionClosed = _closedCts.Token;
+
+        _features.Set<IConnectionIdFeature>(this);
+        _features.Set<IConnectionEndPointFeature>(this);
+        _features.Set<IConnectionLifetimeFeature>(this);
+        _features.Set<IConnectionItemsFeature>(this);
+        _features.Set<IConnectionTransportFeature>(this);
+    }
+
+    public override string ConnectionId { get; set; }
+    public override IFeatureCollection Features => _features;
+    public override IDictionary<object, object?> Items { get; set; }
+    public override IDuplexPipe Transport { get; set; }
+    public override CancellationToken ConnectionClosed { get; set; }
+    public override EndPoint? LocalEndPoint { get; set; }
+    public override EndPoint? RemoteEndPoint { get; set; }
+
+    public void Start() => _processing = Task.WhenAll(ReceiveLoopAsync(), SendLoopAsync());
+
+    public override void Abort(ConnectionAbortedException abortReason)
+    {
+        _abortReason ??= abortReason;
+        // Wake the send loop; closing the socket ends the receive loop.
+        _output.Reader.CancelPendingRead();
+        CloseSocket();
+    }
+
+    public override async ValueTask DisposeAsync()
+    {
+        _input.Reader.Complete();
+        _output.Writer.Complete();
+        await _processing.ConfigureAwait(false);
+        _socket.Dispose();
+        _closedCts.Dispose();
+    }
+
+    private async Task ReceiveLoopAsync()
+    {
+        Exception? error = null;
+        var writer = _input.Writer;
+        try
+        {
+            while (true)
+            {
+                var memory = writer.GetMemory(_minReceive);
+                var received = await _socket.ReceiveAsync(memory, SocketFlags.None).ConfigureAwait(false);
+                if (received == 0)
+                {
+                    break; // FIN from the peer.
+                }
+                writer.Advance(received);
+                var flush = await writer.FlushAsync().ConfigureAwait(false);
+                if (flush.IsCompleted || flush.IsCanceled)
+                {
+                    break; // The protocol stopped reading.
+                }
+            }
+        }
+        catch (Exception e) when (e is SocketException or ObjectDisposedException)
+        {
+            // Reset by the peer, or our own Abort/close: the protocol sees an aborted connection.
+            error = (Exception?)_abortReason ?? new ConnectionResetException(e.Message, e);
+        }
+        finally
+        {
+            // After Abort the socket may report a clean end (shutdown makes recv return 0): still an abort.
+            error ??= _abortReason;
+            writer.Complete(error);
+            SignalClosed();
+        }
+    }
+
+    private async Task SendLoopAsync()
+    {
+        Exception? error = null;
+        var reader = _output.Reader;
+        List<ArraySegment<byte>>? gather = null;
+        try
+        {
+            while (true)
+            {
+                var result = await reader.ReadAsync().ConfigureAwait(false);
+                if (result.IsCanceled)
+                {
+                    break; // Abort.
+                }
+                var buffer = result.Buffer;
+                if (!buffer.IsEmpty)
+                {
+                    if (buffer.IsSingleSegment)
+                    {
+                        await SendAllAsync(buffer.First).ConfigureAwait(false);
+                    }
+                    else
+                    {
+                        gather ??= new List<ArraySegment<byte>>(16);
+                        await SendGatherAsync(buffer, gather).ConfigureAwait(false);
+                    }
+                }
+                reader.AdvanceTo(buffer.End);
+                if (result.IsCompleted)
+                {
+                    break;
+                }
+            }
+        }
+        catch (Exception e) when (e is SocketException or ObjectDisposedException)
+        {
+            error = (Exception?)_abortReason ?? new ConnectionResetException(e.Message, e);
+        }
+        finally
+        {
+            error ??= _abortReason;
+            reader.Complete(error);
+            // The protocol is done writing (or the socket broke): close, which also ends a
+            // receive loop still waiting for bytes nobody will read.
+            CloseSocket();
+        }
+    }
+
+    private async ValueTask SendAllAsync(ReadOnlyMemory<byte> data)
+    {
+        while (!data.IsEmpty)
+        {
+            var sent = await _socket.SendAsync(data, SocketFlags.None).ConfigureAwait(false);
+            data = data[sent..];
+        }
+    }
+
+    private async ValueTask SendGatherAsync(ReadOnlySequence<byte> buffer, List<ArraySegment<byte>> gather)
+    {
+        gather.Clear();
+        foreach (var segment in buffer)
+        {
+            if (!MemoryMarshal.TryGetArray(segment, out var array))
+            {
+                // Not array-backed (a custom pool): fall back to one send per segment.
+                foreach (var s in buffer)
+                {
+                    await SendAllAsync(s).ConfigureAwait(false);
+                }
+                return;
+            }
+            gather.Add(array);
+        }
+        var total = buffer.Length;
+        var sent = (long)await _socket.SendAsync(gather, SocketFlags.None).ConfigureAwait(false);
+        if (sent < total)
+        {
+            // Stream sockets normally send everything; finish a short send segment by segment.
+            foreach (var s in buffer.Slice(sent))
+            {
+                await SendAllAsync(s).ConfigureAwait(false);
+            }
+        }
+    }
+
+    private void CloseSocket()
+    {
+        try
+        {
+            _socket.Shutdown(SocketShutdown.Both);
+        }
+        catch (Exception e) when (e is SocketException or ObjectDisposedException)
+        {
+            // Already closed.
+        }
+        _socket.Dispose();
+    }
+
+    private void SignalClosed()
+    {
+        if (Interlocked.Exchange(ref _closedSignaled, 1) == 0)
+        {
+            // Off the receive loop: callbacks are user code.
+            ThreadPool.UnsafeQueueUserWorkItem(static cts =>
+            {
+                try
+                {
+                    cts.Cancel();
+                }
+                catch (ObjectDisposedException)
+                {
+                }
+            }, _closedCts, preferLocal: false);
+        }
+    }
+}

@@ -1,0 +1,90 @@
+using System.Net.Sockets;
+
+namespace Proxy.Transport.Sockets;
+
+// Owned by its accept loop (AcceptAsync is called by one loop at a time); Unbind/Dispose may come from any thread.
+/// <summary>A bound TCP listen socket producing <see cref="ConnectionContext"/>s whose transport is pumped to the socket.</summary>
+public sealed class SocketConnectionListener : IConnectionListener
+{
+    private readonly Socket _listenSocket;
+    private readonly SocketTransportOptions _options;
+
+    private SocketConnectionListener(Socket listenSocket, SocketTransportOptions options)
+    {
+        _listenSocket = listenSocket;
+        _options = options;
+        EndPoint = listenSocket.LocalEndPoint!;
+    }
+
+    /// <summary>The bound endpoint, with the real port when port 0 was asked for.</summary>
+    public EndPoint EndPoint { get; }
+
+    /// <summary>Binds and starts listening. Throws <see cref="AddressInUseException"/> when the port is taken.</summary>
+    public static SocketConnectionListener Bind(IPEndPoint endPoint, SocketTransportOptions? options = null)
+    {
+        options ??= new SocketTransportOptions();
+        var socket = new Socket(endPoint.AddressFamily, SocketType.Stream, ProtocolType.Tcp);
+        try
+        {
+            if (endPoint.Address.Equals(IPAddress.IPv6Any))
+            {
+                socket.DualMode = true; // [::] accepts IPv4 too, as Kestrel does.
+            }
+            socket.Bind(endPoint);
+            socket.Listen(options.Backlog);
+        }
+        catch (SocketException e) when (e.SocketErrorCode == SocketError.AddressAlreadyInUse)
+        {
+            socket.Dispose();
+            throw new AddressInUseException(e.Message, e);
+        }
+        catch
+        {
+            socket.Dispose();
+            throw;
+        }
+        return new SocketConnectionListener(socket, options);
+    }
+
+    /// <summary>Waits for the next connection; null once the listener is unbound.</summary>
+    public async ValueTask<ConnectionContext?> AcceptAsync(CancellationToken cancellationToken = default)
+    {
+        while (true)
+        {
+            Socket accepted;
+            try
+            {
+                accepted = await _listenSocket.AcceptAsync(cancellationToken).ConfigureAwait(false);
+            }
+            catch (ObjectDisposedException)
+            {
+                return null;
+            }
+            catch (SocketException e) when (e.SocketErrorCode == SocketError.OperationAborted)
+            {
+                return null;
+            }
+            catch (SocketException)
+            {
+                continue; // The peer gave up before we accepted (ECONNRESET): keep accepting.
+            }
+
+            accepted.NoDelay = _options.NoDelay;
+            var connection = new SocketConnection(accepted, _options);
+            connection.Start();
+            return connection;
+        }
+    }
+
+    public ValueTask UnbindAsync(CancellationToken cancellationToken = default)
+    {
+        _listenSocket.Dispose();
+        return default;
+    }
+
+    public ValueTask DisposeAsync()
+    {
+        _listenSocket.Dispose();
+        return default;
+    }
+}

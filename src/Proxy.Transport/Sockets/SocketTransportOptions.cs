@@ -1,0 +1,23 @@
+namespace Proxy.Transport.Sockets;
+
+/// <summary>Options of the sockets transport.</summary>
+public sealed class SocketTransportOptions
+{
+    /// <summary>Disable Nagle (TCP_NODELAY): the protocol layers already batch, and latency matters for SSE and gRPC.</summary>
+    public bool NoDelay { get; set; } = true;
+
+    /// <summary>Listen backlog.</summary>
+    public int Backlog { get; set; } = 512;
+
+    /// <summary>Bytes received but not yet read by the protocol before the receive loop stops reading (backpressure).</summary>
+    public long MaxReadBufferSize { get; set; } = 1024 * 1024;
+
+    /// <summary>Bytes written by the protocol but not yet sent before its FlushAsync waits (backpressure).</summary>
+    public long MaxWriteBufferSize { get; set; } = 1024 * 1024;
+
+    /// <summary>Smallest buffer the receive loop asks the pool for.</summary>
+    public int MinReceiveBufferSize { get; set; } = 8 * 1024;
+
+    // TODO(listener buckets): SO_REUSEPORT buckets (several listen sockets on one endpoint, one
+    // accept loop each) plug in at SocketConnectionListener.Bind; not implemented yet.
+}

@@ -1,0 +1,47 @@
+using System.Net.Security;
+using System.Security.Authentication;
+using System.Security.Cryptography.X509Certificates;
+
+namespace Proxy.Transport.Tls;
+
+/// <summary>Whether the server asks for a client certificate.</summary>
+public enum ClientCertificateMode
+{
+    NoCertificate,
+    AllowCertificate,
+    RequireCertificate,
+}
+
+/// <summary>Options of <see cref="TlsConnectionMiddleware"/>.</summary>
+public sealed class TlsServerOptions
+{
+    /// <summary>The server certificate (with private key).</summary>
+    public X509Certificate2? ServerCertificate { get; set; }
+
+    /// <summary>ALPN protocols offered, in preference order (RFC 7301). Defaults to "h2", "http/1.1".</summary>
+    public List<SslApplicationProtocol> ApplicationProtocols { get; set; } =
+        [SslApplicationProtocol.Http2, SslApplicationProtocol.Http11];
+
+    /// <summary>TLS 1.2 and 1.3 only (RFC 9113 §9.2: HTTP/2 over TLS MUST use TLS 1.2 or higher).</summary>
+    public SslProtocols EnabledSslProtocols { get; set; } = SslProtocols.Tls12 | SslProtocols.Tls13;
+
+    /// <summary>Time allowed for the handshake; a slow or silent client is dropped after it.</summary>
+    public TimeSpan HandshakeTimeout { get; set; } = TimeSpan.FromSeconds(10);
+
+    public ClientCertificateMode ClientCertificateMode { get; set; } = ClientCertificateMode.NoCertificate;
+
+    /// <summary>Custom client certificate validation; when null, a presented certificate must chain without errors.</summary>
+    public Func<X509Certificate2, X509Chain?, SslPolicyErrors, bool>? ClientCertificateValidation { get; set; }
+
+    /// <summary>
+    /// Largest single SslStream write: bytes pending in the output pipe are coalesced into one
+    /// contiguous buffer of up to this size per write, instead of one write per pipe segment.
+    /// </summary>
+    public int MaxCoalescedWriteSize { get; set; } = 64 * 1024;
+
+    /// <summary>Bytes the protocol may have written but not yet encrypted before its FlushAsync waits.</summary>
+    public long MaxOutputBufferSize { get; set; } = 1024 * 1024;
+
+    /// <summary>Test hook: wraps the SslStream the output pump writes to (to observe write sizes).</summary>
+    internal Func<Stream, Stream>? OutputStreamWrapper { get; set; }
+}

@@ -1,0 +1,231 @@
+using System.Buffers;
+using Proxy.Codecs.Hpack;
+using static Proxy.Codecs.Tests.Hpack.HpackTestHelpers;
+
+namespace Proxy.Codecs.Tests.Hpack;
+
+public class HpackEncoderTests
+{
+    [Fact]
+    public void EncodeHeader_StaticFullMatch_IsIndexedRepresentation()
+    {
+        var encoder = new HpackEncoder();
+        byte[] block = Encode(encoder, [(":status", "200")]);
+        Assert.Single(block);
+        Assert.Equal(0x80, block[0] & 0x80); // RFC 7541 §6.1
+        Assert.Equal([(":status", "200")], Decode(new HpackDecoder(), block));
+        Assert.Equal(0, encoder.DynamicTableCount);
+    }
+
+    [Fact]
+    public void EncodeHeader_RepeatedField_UsesDynamicIndex()
+    {
+        var encoder = new HpackEncoder();
+        var decoder = new HpackDecoder();
+        (string, string)[] headers = [("x-trace", "abc"), ("content-type", "application/grpc")];
+
+        Assert.Equal(headers, Decode(decoder, Encode(encoder, headers)));
+        Assert.Equal(2, encoder.DynamicTableCount);
+
+        byte[] second = Encode(encoder, headers);
+        Assert.All(second, b => Assert.Equal(0x80, b & 0x80)); // both indexed, one octet each
+        Assert.Equal(headers, Decode(decoder, second));
+    }
+
+    [Theory]
+    [InlineData("authorization", "Bearer secret")]
+    [InlineData("proxy-authorization", "Basic Zm9vOmJhcg==")]
+    [InlineData("cookie", "session=abc")]
+    [InlineData("set-cookie", "session=abc; HttpOnly")]
+    public void EncodeHeader_SensitiveName_NeverIndexed(string name, string value)
+    {
+        var encoder = new HpackEncoder();
+        var decoder = new HpackDecoder();
+        for (int i = 0; i < 2; i++)
+        {
+            byte[] block = Encode(encoder, [(name, value)]);
+            Assert.Equal(0x10, block[0] & 0xF0); // RFC 7541 §6.2.3
+            Assert.Equal([(name, value)], Decode(decoder, block));
+        }
+
+        Assert.Equal(0, encoder.DynamicTableCount);
+        Assert.Equal(0, decoder.DynamicTableCount);
+    }
+
+    [Fact]
+    public void EncodeHeader_NeverIndexFlag_NeverIndexed()
+    {
+        var encoder = new HpackEncoder();
+        var output = new ArrayBufferWriter<byte>();
+        encoder.BeginHeaderBlock(output);
+        encoder.EncodeHeader(output, "x-api-key", "k1", neverIndex: true);
+        Assert.Equal(0x10, output.WrittenSpan[0] & 0xF0);
+        Assert.Equal(0, encoder.DynamicTableCount);
+        Assert.Equal([("x-api-key", "k1")], Decode(new HpackDecoder(), output.WrittenSpan.ToArray()));
+    }
+
+    [Fact]
+    public void EncodeHeader_VaryingField_NotIndexed()
+    {
+        var encoder = new HpackEncoder();
+        byte[] block = Encode(encoder, [("content-length", "1234")]);
+        Assert.Equal(0x00, block[0] & 0xF0); // RFC 7541 §6.2.2, name by static index
+        Assert.Equal(0, encoder.DynamicTableCount);
+        Assert.Equal([("content-length", "1234")], Decode(new HpackDecoder(), block));
+    }
+
+    [Fact]
+    public void EncodeHeader_ValueTooBigForTable_NotIndexedAndDecodes()
+    {
+        var encoder = new HpackEncoder();
+        string big = new('x', 5000);
+        byte[] block = Encode(encoder, [("x-big", big)]);
+        Assert.Equal(0, encoder.DynamicTableCount);
+        Assert.Equal([("x-big", big)], Decode(new HpackDecoder(), block));
+    }
+
+    [Fact]
+    public void EncodeHeader_WithoutHuffman_NoHuffmanBit()
+    {
+        var encoder = new HpackEncoder(useHuffman: false);
+        byte[] block = Encode(encoder, [("x-name", "aaaaaaaaaa")]);
+        Assert.Equal(0x40, block[0]);          // literal with indexing, new name
+        Assert.Equal(0x00, block[1] & 0x80);   // raw name
+        Assert.Equal([("x-name", "aaaaaaaaaa")], Decode(new HpackDecoder(), block));
+    }
+
+    [Fact]
+    public void EncodeHeader_WithHuffman_ShorterStringsAreHuffmanCoded()
+    {
+        var encoder = new HpackEncoder(useHuffman: true);
+        byte[] block = Encode(encoder, [("x-name", "aaaaaaaaaa")]);
+        Assert.Equal(0x40, block[0]);
+        Assert.Equal(0x80, block[1] & 0x80);
+        Assert.Equal([("x-name", "aaaaaaaaaa")], Decode(new HpackDecoder(), block));
+    }
+
+    [Fact]
+    public void EncodeHeader_Latin1Characters_RoundTrip()
+    {
+        string value = "caf\u00e9 \u00ff\u0001";
+        var decoder = new HpackDecoder();
+        Assert.Equal([("x-latin", value)], Decode(decoder, Encode(new HpackEncoder(), [("x-latin", value)])));
+    }
+
+    [Fact]
+    public void EncodeHeader_UppercaseName_SentLowercase()
+    {
+        Assert.Equal([("content-type", "text/plain"), ("x-custom", "1")],
+            Decode(new HpackDecoder(), Encode(new HpackEncoder(), [("Content-Type", "text/plain"), ("X-Custom", "1")])));
+    }
+
+    [Fact]
+    public void EncodeHeader_CharacterAboveFF_Throws()
+    {
+        var encoder = new HpackEncoder();
+        Assert.Throws<ArgumentException>(() => encoder.EncodeHeader(new ArrayBufferWriter<byte>(), "x-name", "\u20ac"));
+    }
+
+    [Fact]
+    public void BeginHeaderBlock_NoChange_EmitsNothing()
+    {
+        var encoder = new HpackEncoder();
+        var output = new ArrayBufferWriter<byte>();
+        encoder.BeginHeaderBlock(output);
+        Assert.Equal(0, output.WrittenCount);
+
+        encoder.SetPeerMaxDynamicTableSize(4096); // same size as before
+        encoder.BeginHeaderBlock(output);
+        Assert.Equal(0, output.WrittenCount);
+    }
+
+    [Fact]
+    public void Constructor_BelowInitial4096_FirstBlockAnnouncesSize()
+    {
+        var encoder = new HpackEncoder(maxDynamicTableSize: 1024);
+        var decoder = new HpackDecoder(4096);
+        byte[] block = Encode(encoder, [("x-a", "1")]);
+        Assert.Equal([(0x20, 1024)], ReadSizeUpdates(block));
+        Assert.Equal([("x-a", "1")], Decode(decoder, block));
+        Assert.Equal(1024, decoder.DynamicTableMaxSize);
+        Assert.Equal(1024, encoder.DynamicTableMaxSize);
+    }
+
+    [Fact]
+    public void SetPeerMaxDynamicTableSize_Lowered_EmitsUpdateAndEvicts()
+    {
+        var encoder = new HpackEncoder();
+        var decoder = new HpackDecoder();
+        Decode(decoder, Encode(encoder, [("x-a", "1"), ("x-b", "2")]));
+        Assert.Equal(2, encoder.DynamicTableCount);
+
+        encoder.SetPeerMaxDynamicTableSize(0);
+        decoder.SetMaxDynamicTableSize(0);
+        byte[] block = Encode(encoder, [("x-a", "1")]);
+        Assert.Equal([(0x20, 0)], ReadSizeUpdates(block));
+        Assert.Equal([("x-a", "1")], Decode(decoder, block));
+        Assert.Equal(0, encoder.DynamicTableCount);
+        Assert.Equal(0, decoder.DynamicTableCount);
+    }
+
+    [Fact]
+    public void SetPeerMaxDynamicTableSize_LoweredThenRaised_EmitsSmallestThenFinal()
+    {
+        var encoder = new HpackEncoder(maxDynamicTableSize: 8192);
+        var decoder = new HpackDecoder(4096);
+        Decode(decoder, Encode(encoder, [("x-a", "1")]));
+
+        encoder.SetPeerMaxDynamicTableSize(1000);
+        encoder.SetPeerMaxDynamicTableSize(100);
+        encoder.SetPeerMaxDynamicTableSize(16384);
+        decoder.SetMaxDynamicTableSize(16384);
+
+        // RFC 7541 §4.2: the smallest size in the interval, then the final size (capped by ours, 8192).
+        byte[] block = Encode(encoder, [("x-a", "1")]);
+        Assert.Equal([(0x20, 100), (0x20, 8192)], ReadSizeUpdates(block));
+        Assert.Equal([("x-a", "1")], Decode(decoder, block));
+        Assert.Equal(8192, decoder.DynamicTableMaxSize);
+        Assert.Equal(DynamicTable(decoder), DynamicTable(encoder));
+    }
+
+    [Fact]
+    public void SetPeerMaxDynamicTableSize_AboveConfigured_UsesConfigured()
+    {
+        var encoder = new HpackEncoder(maxDynamicTableSize: 4096);
+        encoder.SetPeerMaxDynamicTableSize(65536);
+        var output = new ArrayBufferWriter<byte>();
+        encoder.BeginHeaderBlock(output);
+        Assert.Equal(0, output.WrittenCount); // min(4096, 65536) is the size already in use
+        Assert.Equal(4096, encoder.DynamicTableMaxSize);
+    }
+
+    [Fact]
+    public void SetPeerMaxDynamicTableSize_MidBlock_AppliesAtNextBlock()
+    {
+        var encoder = new HpackEncoder();
+        var decoder = new HpackDecoder();
+        var output = new ArrayBufferWriter<byte>();
+        encoder.BeginHeaderBlock(output);
+        encoder.EncodeHeader(output, "x-a", "1");
+        encoder.SetPeerMaxDynamicTableSize(0);
+        encoder.EncodeHeader(output, "x-a", "1"); // still indexes the entry the peer has
+        Assert.Equal([("x-a", "1"), ("x-a", "1")], Decode(decoder, output.WrittenSpan.ToArray()));
+
+        decoder.SetMaxDynamicTableSize(0);
+        Assert.Equal([("x-a", "1")], Decode(decoder, Encode(encoder, [("x-a", "1")])));
+        Assert.Equal(0, decoder.DynamicTableCount);
+    }
+
+    /// <summary>Reads the dynamic table size updates (RFC 7541 §6.3) at the start of a block.</summary>
+    private static List<(int Pattern, int Size)> ReadSizeUpdates(byte[] block)
+    {
+        var updates = new List<(int, int)>();
+        int position = 0;
+        while (position < block.Length && (block[position] & 0xE0) == 0x20)
+        {
+            updates.Add((0x20, IntegerCodec.Decode(block, ref position, 5)));
+        }
+
+        return updates;
+    }
+}

@@ -1,0 +1,339 @@
+using System.IO.Pipelines;
+using System.Text;
+using Proxy.Protocols.Http1;
+
+namespace Proxy.Protocols.Tests.Http1;
+
+public class Http1ConnectionLifecycleTests
+{
+    private static readonly TimeSpan Guard = TimeSpan.FromSeconds(10);
+
+    [Fact]
+    public async Task LargeBody_SlowReader_ClientIsBackpressured()
+    {
+        const int size = 1024 * 1024;
+        var handlerStarted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var startReading = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        long received = 0;
+        var transport = new PipeOptions(pauseWriterThreshold: 64 * 1024, resumeWriterThreshold: 32 * 1024);
+        await using var h = new Http1Harness(async e =>
+        {
+            handlerStarted.SetResult();
+            await startReading.Task;
+            while (true)
+            {
+                var result = await e.RequestBody.ReadAsync();
+                received += result.Buffer.Length;
+                e.RequestBody.AdvanceTo(result.Buffer.End);
+                if (result.IsCompleted)
+                {
+                    break;
+                }
+            }
+        }, toServerOptions: transport);
+
+        await h.SendAsync($"POST /upload HTTP/1.1\r\nHost: h\r\nContent-Length: {size}\r\n\r\n");
+        await handlerStarted.Task.WaitAsync(Guard);
+        var bodyWrite = h.ToServer.Writer.WriteAsync(new byte[size]).AsTask();
+
+        // Nobody reads the body yet, so the transport pipe fills and the client's write waits.
+        Assert.False(bodyWrite.IsCompleted);
+
+        startReading.SetResult();
+        await bodyWrite.WaitAsync(Guard);
+        var r = await h.ReadResponseAsync();
+        Assert.Equal(200, r.Status);
+        Assert.Equal(size, received);
+    }
+
+    [Fact]
+    public async Task LargeChunkedResponse_StreamedThroughTransport()
+    {
+        const int chunks = 200;
+        var payload = new string('x', 4000);
+        await using var h = new Http1Harness(async e =>
+        {
+            for (var i = 0; i < chunks; i++)
+            {
+                await e.WriteAsync(payload);
+                await e.ResponseBody.FlushAsync();
+            }
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        var r = await h.ReadResponseAsync();
+
+        Assert.Equal(chunks * payload.Length, r.Body.Length);
+    }
+
+    [Fact]
+    public async Task HeadersTimeout_PartialHead_408AndClose()
+    {
+        await using var h = new Http1Harness(_ => Task.CompletedTask, new Http1Options { RequestHeadersTimeout = TimeSpan.FromSeconds(5) });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n");
+
+        h.Time.AdvanceBy(TimeSpan.FromSeconds(5));
+
+        var r = await h.ReadResponseAsync();
+        Assert.Equal(408, r.Status);
+        Assert.Equal("", await h.ReadToEndAsync());
+        await h.Processing.WaitAsync(Guard);
+    }
+
+    [Fact]
+    public async Task HeadersTimeout_NotYetDue_ConnectionStillServes()
+    {
+        await using var h = new Http1Harness(_ => Task.CompletedTask, new Http1Options { RequestHeadersTimeout = TimeSpan.FromSeconds(5) });
+        await h.SendAsync("GET / HTTP/1.1\r\n");
+        h.Time.AdvanceBy(TimeSpan.FromSeconds(4));
+        await h.SendAsync("Host: h\r\n\r\n");
+
+        Assert.Equal(200, (await h.ReadResponseAsync()).Status);
+    }
+
+    [Fact]
+    public async Task KeepAliveTimeout_IdleAfterResponse_ClosesSilently()
+    {
+        var options = new Http1Options { RequestHeadersTimeout = TimeSpan.FromSeconds(5), KeepAliveTimeout = TimeSpan.FromSeconds(60) };
+        await using var h = new Http1Harness(_ => Task.CompletedTask, options);
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        Assert.Equal(200, (await h.ReadResponseAsync()).Status);
+        await WaitUntilIdleAsync(h);
+
+        // Idle longer than the headers timeout but within keep-alive: still open.
+        h.Time.AdvanceBy(TimeSpan.FromSeconds(30));
+        await h.SendAsync("GET /2 HTTP/1.1\r\nHost: h\r\n\r\n");
+        Assert.Equal(200, (await h.ReadResponseAsync()).Status);
+        await WaitUntilIdleAsync(h);
+
+        h.Time.AdvanceBy(TimeSpan.FromSeconds(60));
+
+        Assert.Equal("", await h.ReadToEndAsync());
+        await h.Processing.WaitAsync(Guard);
+    }
+
+    private static async Task WaitUntilIdleAsync(Http1Harness h)
+    {
+        // Synchronisation, not timing: wait until the loop has armed the keep-alive timer.
+        var deadline = DateTime.UtcNow + Guard;
+        while (!h.Connection.IsWaitingForNextRequest)
+        {
+            Assert.True(DateTime.UtcNow < deadline, "connection never went idle");
+            await Task.Yield();
+        }
+    }
+
+    [Fact]
+    public async Task RequestAborted_ClientDisconnects_Fires()
+    {
+        var aborted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var started = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            e.RequestAborted.Register(() => aborted.TrySetResult());
+            await e.WriteAsync("data: hello\n\n");
+            await e.ResponseBody.FlushAsync();
+            started.SetResult();
+            await aborted.Task;
+        });
+        await h.SendAsync("GET /sse HTTP/1.1\r\nHost: h\r\n\r\n");
+        await started.Task.WaitAsync(Guard);
+        Assert.False(aborted.Task.IsCompleted);
+
+        h.CloseClient();
+
+        await aborted.Task.WaitAsync(Guard);
+        await h.Processing.WaitAsync(Guard);
+    }
+
+    [Fact]
+    public async Task Abort_DuringHandler_RequestAbortedFiresAndProcessingEnds()
+    {
+        var started = new TaskCompletionSource<HttpExchange>(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            started.SetResult(e);
+            await Task.Delay(Timeout.Infinite, e.RequestAborted).ContinueWith(_ => { });
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        var exchange = await started.Task.WaitAsync(Guard);
+
+        exchange.Abort(0);
+
+        await h.Processing.WaitAsync(Guard);
+        Assert.True(exchange.RequestAborted.IsCancellationRequested);
+    }
+
+    [Fact]
+    public async Task Head_ContentLengthSetAndBodyWritten_NoBodySent()
+    {
+        await using var h = new Http1Harness(async e =>
+        {
+            e.ResponseHeaders.Add("Content-Length", "5");
+            await e.WriteAsync("hello");
+        });
+        await h.SendAsync("HEAD / HTTP/1.1\r\nHost: h\r\n\r\nGET /next HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        var head = await h.ReadResponseAsync(noBody: true);
+        Assert.Equal("5", head.Header("Content-Length"));
+        var next = await h.ReadResponseAsync();
+        Assert.Equal("hello", next.Body);
+    }
+
+    [Fact]
+    public async Task Status204_BodyWrites_NoBodyNoContentLength()
+    {
+        await using var h = new Http1Harness(async e =>
+        {
+            e.StatusCode = 204;
+            await e.WriteAsync("ignored");
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        var r = await h.ReadResponseAsync();
+        Assert.Equal(204, r.Status);
+        Assert.Null(r.Header("Content-Length"));
+        Assert.Null(r.Header("Transfer-Encoding"));
+        Assert.Equal(204, (await h.ReadResponseAsync()).Status);
+    }
+
+    [Fact]
+    public async Task ExpectContinue_AppReadsBody_100ThenFinalResponse()
+    {
+        await using var h = new Http1Harness(async e =>
+        {
+            var body = await e.ReadBodyAsync();
+            await e.WriteAsync(body.ToUpperInvariant());
+        });
+        await h.SendAsync("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+
+        var interim = await h.ReadResponseAsync();
+        Assert.Equal(100, interim.Status);
+        await h.SendAsync("hello");
+
+        Assert.Equal("HELLO", (await h.ReadResponseAsync()).Body);
+    }
+
+    [Fact]
+    public async Task ExpectContinue_AppRespondsWithoutReading_NoContinueAndClose()
+    {
+        await using var h = new Http1Harness(e => { e.StatusCode = 401; return Task.CompletedTask; });
+        await h.SendAsync("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+
+        var r = await h.ReadResponseAsync();
+
+        Assert.Equal(401, r.Status);
+        Assert.Equal("close", r.Header("Connection"));
+        Assert.Equal("", await h.ReadToEndAsync());
+    }
+
+    [Fact]
+    public async Task UnreadBody_SmallRemainder_DrainedAndNextRequestServed()
+    {
+        await using var h = new Http1Harness(async e => await e.WriteAsync(e.RawTarget));
+        await h.SendAsync("POST /1 HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n0123456789GET /2 HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        Assert.Equal("/1", (await h.ReadResponseAsync()).Body);
+        Assert.Equal("/2", (await h.ReadResponseAsync()).Body);
+    }
+
+    [Fact]
+    public async Task UnreadBody_LargerThanDrainLimit_ConnectionClosed()
+    {
+        await using var h = new Http1Harness(_ => Task.CompletedTask, new Http1Options { MaxRequestBodyDrainSize = 4 });
+        await h.SendAsync("POST /1 HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n0123456789GET /2 HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        Assert.Equal(200, (await h.ReadResponseAsync()).Status);
+        Assert.Equal("", await h.ReadToEndAsync());
+    }
+
+    [Fact]
+    public async Task Trailers_ClientSentTeTrailers_SentInLastChunk()
+    {
+        bool? supported = null;
+        await using var h = new Http1Harness(async e =>
+        {
+            supported = e.SupportsTrailers;
+            await e.WriteAsync("body");
+            e.ResponseTrailers.Add("grpc-status", "0");
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\nTE: trailers\r\n\r\n");
+
+        var r = await h.ReadResponseAsync();
+
+        Assert.True(supported);
+        Assert.Equal("body", r.Body);
+        Assert.Equal(new[] { ("grpc-status", "0") }, r.Trailers);
+    }
+
+    [Fact]
+    public async Task Trailers_ClientDidNotAsk_Dropped()
+    {
+        bool? supported = null;
+        await using var h = new Http1Harness(async e =>
+        {
+            supported = e.SupportsTrailers;
+            await e.WriteAsync("body");
+            e.ResponseTrailers.Add("grpc-status", "0");
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        var r = await h.ReadResponseAsync();
+
+        Assert.False(supported);
+        Assert.Equal("body", r.Body);
+        Assert.Empty(r.Trailers);
+    }
+
+    [Fact]
+    public async Task ContentLength_AppWritesTooMuch_WriteThrows()
+    {
+        Exception? error = null;
+        await using var h = new Http1Harness(async e =>
+        {
+            e.ResponseHeaders.Add("Content-Length", "3");
+            try
+            {
+                await e.WriteAsync("toolong");
+            }
+            catch (InvalidOperationException ex)
+            {
+                error = ex;
+                throw;
+            }
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        // The head went out before the failing write, so the connection is closed rather than answered with 500.
+        var all = await h.ReadToEndAsync();
+        Assert.StartsWith("HTTP/1.1 200 OK", all);
+        Assert.NotNull(error);
+    }
+
+    [Fact]
+    public async Task ContentLength_AppWritesTooLittle_ConnectionClosed()
+    {
+        await using var h = new Http1Harness(async e =>
+        {
+            e.ResponseHeaders.Add("Content-Length", "10");
+            await e.WriteAsync("short");
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        var all = await h.ReadToEndAsync();
+        Assert.EndsWith("\r\n\r\nshort", all);
+        await h.Processing.WaitAsync(Guard);
+    }
+
+    [Fact]
+    public async Task ResponseHeader_WithNewline_Rejected500()
+    {
+        await using var h = new Http1Harness(e => { e.ResponseHeaders.Add("X-Bad", "a\r\nInjected: yes"); return Task.CompletedTask; });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        var r = await h.ReadResponseAsync();
+
+        Assert.Equal(500, r.Status);
+        Assert.Null(r.Header("Injected"));
+    }
+}

@@ -1,0 +1,258 @@
+using System.Buffers;
+using Proxy.Codecs.Http2;
+using Proxy.Protocols.Http2;
+using Proxy.Testing.Http2;
+
+namespace Proxy.Protocols.Tests.Http2;
+
+public class Http2FlowControlTests
+{
+    private static async Task EchoAsync(HttpExchange exchange)
+    {
+        while (true)
+        {
+            var result = await exchange.RequestBody.ReadAsync();
+            foreach (var segment in result.Buffer)
+            {
+                await exchange.ResponseBody.WriteAsync(segment);
+            }
+            exchange.RequestBody.AdvanceTo(result.Buffer.End);
+            if (result.IsCompleted)
+            {
+                break;
+            }
+        }
+    }
+
+    [Fact]
+    public async Task POST_Echo1MB_SmallWindowsBothWays_BodyRoundTrips()
+    {
+        const int size = 1024 * 1024;
+        const int window = 16_384;
+        var options = new Http2Options
+        {
+            InitialStreamWindowSize = window,
+            InitialConnectionWindowSize = 65_535,
+            MaxStreamOutputBufferSize = 8192,
+        };
+        await using var peer = await Http2TestPeer.StartAsync(EchoAsync, options);
+        // The peer also grants the server only small windows, so both directions wait on WINDOW_UPDATE.
+        await peer.HandshakeAsync(new Http2Setting(Http2SettingsParameter.InitialWindowSize, window));
+        var payload = new byte[size];
+        new Random(42).NextBytes(payload);
+        await peer.SendRequestHeadersAsync(1, "POST", "/echo", endStream: false, ("content-length", size.ToString()));
+
+        var received = new MemoryStream();
+        var sendWindow = (long)window;      // server's stream window for us
+        var connWindow = 65_535L;           // server's connection window for us
+        var sent = 0;
+        var serverStreamWindow = (long)window; // what we allowed the server on the stream
+        var ended = false;
+        Http2TestHeaders? headers = null;
+        while (!ended)
+        {
+            // Send as much as the server's windows allow.
+            while (sent < size && sendWindow > 0 && connWindow > 0)
+            {
+                var chunk = (int)Math.Min(Math.Min(sendWindow, connWindow), Math.Min(16_384, size - sent));
+                await peer.SendDataAsync(1, payload.AsMemory(sent, chunk), endStream: sent + chunk == size);
+                sent += chunk;
+                sendWindow -= chunk;
+                connWindow -= chunk;
+            }
+            var frame = await peer.ReceiveFrameAsync();
+            switch (frame.Type)
+            {
+                case Http2FrameType.WindowUpdate:
+                    var increment = frame.AsWindowUpdate().WindowSizeIncrement;
+                    if (frame.StreamId == 0) connWindow += increment; else sendWindow += increment;
+                    break;
+                case Http2FrameType.Headers:
+                    headers = await peer.DecodeHeaderBlockAsync(frame);
+                    break;
+                case Http2FrameType.Data:
+                    var data = frame.AsData();
+                    Assert.True(data.Data.Length <= serverStreamWindow, "The server exceeded the stream window we gave it.");
+                    serverStreamWindow -= data.FlowControlledLength;
+                    received.Write(data.Data.ToArray());
+                    ended = data.EndStream;
+                    if (data.FlowControlledLength > 0)
+                    {
+                        await peer.SendWindowUpdateAsync(0, data.FlowControlledLength);
+                        if (!ended)
+                        {
+                            await peer.SendWindowUpdateAsync(1, data.FlowControlledLength);
+                            serverStreamWindow += data.FlowControlledLength;
+                        }
+                    }
+                    break;
+                default:
+                    Assert.Fail($"Unexpected {frame}");
+                    break;
+            }
+        }
+
+        Assert.Equal("200", headers?[":status"]);
+        Assert.Equal(size, received.Length);
+        Assert.True(payload.AsSpan().SequenceEqual(received.ToArray()));
+    }
+
+    [Fact]
+    public async Task DATA_BeyondStreamWindow_FlowControlStreamError()
+    {
+        var options = new Http2Options { InitialStreamWindowSize = 100 };
+        await using var peer = await Http2TestPeer.StartAsync(_ => Task.Delay(Timeout.Infinite), options);
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, "POST", endStream: false);
+
+        await peer.SendDataAsync(1, new byte[101], endStream: false);
+
+        await peer.ExpectRstStreamAsync(1, Http2ErrorCode.FlowControlError);
+    }
+
+    [Fact]
+    public async Task DATA_BeyondConnectionWindow_FlowControlConnectionError()
+    {
+        var options = new Http2Options { InitialConnectionWindowSize = 65_535, InitialStreamWindowSize = 1 << 20, MaxFrameSize = 1 << 16 };
+        await using var peer = await Http2TestPeer.StartAsync(_ => Task.Delay(Timeout.Infinite), options);
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, "POST", endStream: false);
+
+        await peer.SendDataAsync(1, new byte[65_536], endStream: false);
+
+        await peer.ExpectGoAwayAndCloseAsync(Http2ErrorCode.FlowControlError);
+    }
+
+    [Fact]
+    public async Task DATA_Padding_CountsTowardWindowAndIsReturned()
+    {
+        var options = new Http2Options { InitialStreamWindowSize = 100 };
+        var bodyRead = new TaskCompletionSource<int>(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            var result = await exchange.RequestBody.ReadAsync();
+            bodyRead.SetResult((int)result.Buffer.Length);
+            exchange.RequestBody.AdvanceTo(result.Buffer.End);
+            await Task.Delay(Timeout.Infinite, exchange.RequestAborted);
+        }, options);
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, "POST", endStream: false);
+
+        // 10 data bytes + 1 pad-length byte + 89 padding = 100: exactly the window.
+        await peer.SendPaddedDataAsync(1, new byte[10], 89, endStream: false);
+        Assert.Equal(10, await bodyRead.Task.WaitAsync(TimeSpan.FromSeconds(5)));
+
+        // The 90 bytes of padding are credited back at once (the app never reads them).
+        var update = await peer.ReceiveFrameAsync();
+        Assert.Equal(Http2FrameType.WindowUpdate, update.Type);
+        Assert.Equal(1, update.StreamId);
+        Assert.Equal(90, update.AsWindowUpdate().WindowSizeIncrement);
+        // 90 more bytes fit the stream window again; no RST_STREAM comes before the PING ACK.
+        await peer.SendDataAsync(1, new byte[90], endStream: false);
+        await peer.SendPingAsync(7);
+        var ping = await peer.ExpectPingAsync(ack: true);
+        Assert.Equal(7UL, ping.OpaqueData);
+    }
+
+    [Fact]
+    public async Task WINDOW_UPDATE_ZeroIncrementOnStream_ProtocolStreamError()
+    {
+        await using var peer = await Http2TestPeer.StartAsync(_ => Task.Delay(Timeout.Infinite));
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1);
+
+        await peer.SendRawFrameAsync(Http2FrameType.WindowUpdate, Http2FrameFlags.None, 1, new byte[4]);
+
+        await peer.ExpectRstStreamAsync(1, Http2ErrorCode.ProtocolError);
+    }
+
+    [Fact]
+    public async Task WINDOW_UPDATE_ZeroIncrementOnConnection_ProtocolConnectionError()
+    {
+        await using var peer = await Http2TestPeer.StartAsync(_ => Task.CompletedTask);
+        await peer.HandshakeAsync();
+
+        await peer.SendRawFrameAsync(Http2FrameType.WindowUpdate, Http2FrameFlags.None, 0, new byte[4]);
+
+        await peer.ExpectGoAwayAndCloseAsync(Http2ErrorCode.ProtocolError);
+    }
+
+    [Fact]
+    public async Task WINDOW_UPDATE_ConnectionWindowOverflow_FlowControlConnectionError()
+    {
+        await using var peer = await Http2TestPeer.StartAsync(_ => Task.CompletedTask);
+        await peer.HandshakeAsync();
+
+        await peer.SendWindowUpdateAsync(0, int.MaxValue);
+
+        await peer.ExpectGoAwayAndCloseAsync(Http2ErrorCode.FlowControlError);
+    }
+
+    [Fact]
+    public async Task WINDOW_UPDATE_StreamWindowOverflow_FlowControlStreamError()
+    {
+        await using var peer = await Http2TestPeer.StartAsync(_ => Task.Delay(Timeout.Infinite));
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1);
+
+        await peer.SendWindowUpdateAsync(1, int.MaxValue);
+
+        await peer.ExpectRstStreamAsync(1, Http2ErrorCode.FlowControlError);
+    }
+
+    [Fact]
+    public async Task SETTINGS_InitialWindowSizeOverflowsOpenStream_FlowControlConnectionError()
+    {
+        var gate = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            await exchange.StartResponseAsync();
+            await gate.Task;
+        });
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1);
+        await peer.ExpectHeadersAsync(1); // the writer now tracks stream 1's window (65,535)
+        await peer.SendWindowUpdateAsync(1, int.MaxValue - 65_535);
+
+        await peer.SendSettingsAsync(new Http2Setting(Http2SettingsParameter.InitialWindowSize, 65_536));
+
+        var frame = await peer.ReceiveSkippingWindowUpdatesAsync();
+        if (frame.Type == Http2FrameType.Settings)
+        {
+            frame = await peer.ReceiveSkippingWindowUpdatesAsync(); // the ACK may precede the error
+        }
+        Assert.Equal(Http2FrameType.GoAway, frame.Type);
+        Assert.Equal(Http2ErrorCode.FlowControlError, frame.AsGoAway().ErrorCode);
+        gate.SetResult();
+    }
+
+    [Fact]
+    public async Task SETTINGS_InitialWindowSizeRaised_UnblocksStalledResponse()
+    {
+        await using var peer = await Http2TestPeer.StartAsync(exchange => exchange.ResponseBody.WriteAsync(new byte[100]).AsTask());
+        await peer.HandshakeAsync(new Http2Setting(Http2SettingsParameter.InitialWindowSize, 0));
+        await peer.SendRequestHeadersAsync(1);
+        await peer.ExpectHeadersAsync(1);
+
+        // With a zero window nothing can flow; raising the initial window applies to the open stream (RFC 9113 §6.9.2).
+        await peer.SendSettingsAsync(new Http2Setting(Http2SettingsParameter.InitialWindowSize, 100));
+
+        await peer.ExpectSettingsAckAsync();
+        var data = await peer.ExpectDataAsync(1);
+        Assert.Equal(100, data.AsData().Data.Length);
+        Assert.True(data.EndStream);
+    }
+
+    [Fact]
+    public async Task Response_PeerMaxFrameSize_DataFramesRespectIt()
+    {
+        await using var peer = await Http2TestPeer.StartAsync(exchange => exchange.ResponseBody.WriteAsync(new byte[40_000]).AsTask());
+        await peer.HandshakeAsync(new Http2Setting(Http2SettingsParameter.MaxFrameSize, 16_384));
+        await peer.SendRequestHeadersAsync(1);
+
+        var response = await peer.ReadResponseAsync(1);
+
+        Assert.Equal(40_000, response.Body.Length);
+        Assert.All(peer.ReceivedFrames.Where(f => f.Type == Http2FrameType.Data), f => Assert.True(f.Payload.Length <= 16_384));
+    }
+}

@@ -1,0 +1,251 @@
+using System.Buffers;
+using System.Net;
+using System.Net.Security;
+using System.Net.Sockets;
+using System.Security.Cryptography.X509Certificates;
+using System.Text;
+using Microsoft.AspNetCore.Builder;
+using Microsoft.AspNetCore.Hosting;
+using Microsoft.AspNetCore.Hosting.Server;
+using Microsoft.AspNetCore.Hosting.Server.Features;
+using Microsoft.AspNetCore.Http;
+using Microsoft.Extensions.DependencyInjection;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
+using Proxy.Transport.Certificates;
+using Proxy.Transport.InMemory;
+
+namespace Proxy.Server.Tests;
+
+public class ProxyServerTests
+{
+    private static readonly DelegateApplication NoApp = new(_ => Task.CompletedTask);
+
+    private static ProxyServer Create(ProxyServerOptions options, FakeProtocolFactory factory)
+        => new(options, NullLoggerFactory.Instance, TimeProvider.System, factory);
+
+    private static string[] Addresses(IServer server) => [.. server.Features.Get<IServerAddressesFeature>()!.Addresses];
+
+    private static async Task<string> ConnectAndReadLineAsync(int port, byte[] firstBytes)
+    {
+        using var client = new TcpClient();
+        await client.ConnectAsync(IPAddress.Loopback, port);
+        var stream = client.GetStream();
+        await stream.WriteAsync(firstBytes);
+        using var reader = new StreamReader(stream, Encoding.ASCII);
+        return (await reader.ReadLineAsync().WaitAsync(Patience.Long))!;
+    }
+
+    [Fact]
+    public async Task StartAsync_UrlWithPortZero_ReportsBoundPort()
+    {
+        var factory = new FakeProtocolFactory();
+        using var server = Create(new ProxyServerOptions(), factory);
+        server.Features.Get<IServerAddressesFeature>()!.Addresses.Add("http://127.0.0.1:0");
+
+        await server.StartAsync(NoApp, CancellationToken.None);
+
+        var address = Assert.Single(Addresses(server));
+        var uri = new Uri(address);
+        Assert.Equal("127.0.0.1", uri.Host);
+        Assert.NotEqual(0, uri.Port);
+        Assert.Equal("HTTP/1.1", await ConnectAndReadLineAsync(uri.Port, "GET / HTTP/1.1\r\n"u8.ToArray()));
+        await server.StopAsync(CancellationToken.None);
+    }
+
+    [Fact]
+    public async Task StartAsync_LocalhostPortZero_ReportsLocalhostWithRealPort()
+    {
+        using var server = Create(new ProxyServerOptions(), new FakeProtocolFactory());
+        server.Features.Get<IServerAddressesFeature>()!.Addresses.Add("http://localhost:0");
+
+        await server.StartAsync(NoApp, CancellationToken.None);
+
+        var uri = new Uri(Assert.Single(Addresses(server)));
+        Assert.Equal("localhost", uri.Host);
+        Assert.NotEqual(0, uri.Port);
+        await server.StopAsync(CancellationToken.None);
+    }
+
+    [Fact]
+    public async Task StartAsync_ListenOptionsPortZero_OverrideUrlsAndReportPort()
+    {
+        var options = new ProxyServerOptions();
+        options.Listen(IPAddress.Loopback, 0);
+        using var server = Create(options, new FakeProtocolFactory());
+        server.Features.Get<IServerAddressesFeature>()!.Addresses.Add("http://127.0.0.1:1"); // Ignored: code wins unless PreferHostingUrls.
+
+        await server.StartAsync(NoApp, CancellationToken.None);
+
+        var uri = new Uri(Assert.Single(Addresses(server)));
+        Assert.NotEqual(0, uri.Port);
+        Assert.NotEqual(1, uri.Port);
+        await server.StopAsync(CancellationToken.None);
+    }
+
+    [Fact]
+    public async Task Connection_CleartextPreface_SelectsHttp2()
+    {
+        var factory = new FakeProtocolFactory();
+        using var server = Create(new ProxyServerOptions(), factory);
+        server.Features.Get<IServerAddressesFeature>()!.Addresses.Add("http://127.0.0.1:0");
+        await server.StartAsync(NoApp, CancellationToken.None);
+        var port = new Uri(Addresses(server)[0]).Port;
+
+        var line = await ConnectAndReadLineAsync(port, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"u8.ToArray());
+
+        Assert.Equal("HTTP/2", line);
+        var protocol = await factory.Created.Reader.ReadAsync();
+        Assert.False(protocol.Metadata.IsTls);
+        Assert.Equal("http", protocol.Metadata.Scheme);
+        // The preface was peeked, not consumed: the engine reads it itself.
+        var peeked = await protocol.Transport.Input.ReadAtLeastAsync(24);
+        Assert.Equal("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", Encoding.ASCII.GetString(peeked.Buffer.Slice(0, 24).ToArray()));
+        protocol.Transport.Input.AdvanceTo(peeked.Buffer.Start);
+        await server.StopAsync(CancellationToken.None);
+    }
+
+    [Fact]
+    public async Task Connection_Http1OnlyEndpoint_PrefaceStillHttp1()
+    {
+        var options = new ProxyServerOptions();
+        options.Listen(IPAddress.Loopback, 0, listen => listen.Protocols = HttpProtocols.Http1);
+        using var server = Create(options, new FakeProtocolFactory());
+        await server.StartAsync(NoApp, CancellationToken.None);
+        var port = new Uri(Addresses(server)[0]).Port;
+
+        Assert.Equal("HTTP/1.1", await ConnectAndReadLineAsync(port, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"u8.ToArray()));
+        await server.StopAsync(CancellationToken.None);
+    }
+
+    [Theory]
+    [InlineData("h2", "HTTP/2")]
+    [InlineData("http/1.1", "HTTP/1.1")]
+    public async Task Connection_TlsAlpn_SelectsProtocol(string alpn, string expected)
+    {
+        using var certificate = CreateCertificate();
+        var factory = new FakeProtocolFactory();
+        using var server = Create(new ProxyServerOptions(), factory);
+        await using var memory = new InMemoryConnectionListener();
+        server.AddListener(memory, new ListenOptions(new IPEndPoint(IPAddress.Loopback, 443)).UseHttps(certificate));
+        await server.StartAsync(NoApp, CancellationToken.None);
+
+        var client = await memory.ConnectAsync();
+        await using var ssl = new SslStream(client.Stream);
+        await ssl.AuthenticateAsClientAsync(new SslClientAuthenticationOptions
+        {
+            TargetHost = "localhost",
+            ApplicationProtocols = [new SslApplicationProtocol(alpn)],
+            RemoteCertificateValidationCallback = (_, _, _, _) => true,
+        }).WaitAsync(Patience.Long);
+        using var reader = new StreamReader(ssl, Encoding.ASCII);
+
+        Assert.Equal(expected, await reader.ReadLineAsync().WaitAsync(Patience.Long));
+        var protocol = await factory.Created.Reader.ReadAsync();
+        Assert.True(protocol.Metadata.IsTls);
+        Assert.Equal(alpn, protocol.Metadata.ApplicationProtocol);
+        Assert.Equal("https", protocol.Metadata.Scheme);
+        await server.StopAsync(CancellationToken.None);
+    }
+
+    [Fact]
+    public async Task StopAsync_OpenConnection_AskedToShutDownGracefully()
+    {
+        var factory = new FakeProtocolFactory();
+        var server = Create(new ProxyServerOptions(), factory);
+        await using var memory = new InMemoryConnectionListener();
+        server.AddListener(memory, new ListenOptions(new IPEndPoint(IPAddress.Loopback, 80)));
+        await server.StartAsync(NoApp, CancellationToken.None);
+        var client = await memory.ConnectAsync();
+        await client.Transport.Output.WriteAsync("GET / HTTP/1.1\r\n"u8.ToArray());
+        var protocol = await factory.Created.Reader.ReadAsync().AsTask().WaitAsync(Patience.Long);
+
+        await server.StopAsync(CancellationToken.None).WaitAsync(Patience.Long);
+
+        Assert.True(protocol.ShutdownCalled);
+        Assert.False(protocol.Aborted);
+    }
+
+    [Fact]
+    public async Task StopAsync_ConnectionIgnoresShutdown_AbortedWhenTokenFires()
+    {
+        var factory = new FakeProtocolFactory { IgnoreShutdown = true };
+        var server = Create(new ProxyServerOptions(), factory);
+        await using var memory = new InMemoryConnectionListener();
+        server.AddListener(memory, new ListenOptions(new IPEndPoint(IPAddress.Loopback, 80)));
+        await server.StartAsync(NoApp, CancellationToken.None);
+        var client = await memory.ConnectAsync();
+        await client.Transport.Output.WriteAsync("GET / HTTP/1.1\r\n"u8.ToArray());
+        var protocol = await factory.Created.Reader.ReadAsync().AsTask().WaitAsync(Patience.Long);
+
+        using var patience = new CancellationTokenSource();
+        var stop = server.StopAsync(patience.Token);
+        Assert.False(stop.IsCompleted); // Waiting for the connection to finish.
+        patience.Cancel();
+        await stop.WaitAsync(Patience.Long);
+
+        Assert.True(protocol.ShutdownCalled);
+        Assert.True(protocol.Aborted);
+    }
+
+    [Fact]
+    public async Task StopAsync_StopsAccepting()
+    {
+        using var server = Create(new ProxyServerOptions(), new FakeProtocolFactory());
+        server.Features.Get<IServerAddressesFeature>()!.Addresses.Add("http://127.0.0.1:0");
+        await server.StartAsync(NoApp, CancellationToken.None);
+        var port = new Uri(Addresses(server)[0]).Port;
+        await server.StopAsync(CancellationToken.None);
+
+        using var client = new TcpClient();
+        await Assert.ThrowsAnyAsync<SocketException>(() => client.ConnectAsync(IPAddress.Loopback, port));
+    }
+
+    [Fact]
+    public async Task UseProxyServer_WebApplicationWithPortZero_ServerIsOursAndReportsPort()
+    {
+        var builder = WebApplication.CreateSlimBuilder();
+        builder.Logging.ClearProviders();
+        builder.WebHost.UseUrls("http://127.0.0.1:0");
+        builder.WebHost.UseProxyServer(options => options.AddServerHeader = false);
+        await using var app = builder.Build();
+        app.MapGet("/", () => "hi");
+
+        await app.StartAsync();
+        var server = app.Services.GetRequiredService<IServer>();
+
+        Assert.IsType<ProxyServer>(server);
+        Assert.False(app.Services.GetRequiredService<Microsoft.Extensions.Options.IOptions<ProxyServerOptions>>().Value.AddServerHeader);
+        var uri = new Uri(Assert.Single(Addresses(server)));
+        Assert.NotEqual(0, uri.Port);
+        Assert.Contains(app.Urls, url => url == uri.ToString().TrimEnd('/'));
+        await app.StopAsync();
+    }
+
+    [Fact]
+    public async Task StartAsync_HttpsUrlWithoutCertificate_UsesDevelopmentCertificate()
+    {
+        var directory = Path.Combine(Path.GetTempPath(), "proxy-server-devcert-" + Guid.NewGuid().ToString("N"));
+        try
+        {
+            using var server = Create(new ProxyServerOptions { DevelopmentCertificateDirectory = directory }, new FakeProtocolFactory());
+            server.Features.Get<IServerAddressesFeature>()!.Addresses.Add("https://127.0.0.1:0");
+            await server.StartAsync(NoApp, CancellationToken.None);
+
+            var uri = new Uri(Assert.Single(Addresses(server)));
+            Assert.Equal("https", uri.Scheme);
+            Assert.True(File.Exists(Path.Combine(directory, DevelopmentCertificate.FileName)));
+            await server.StopAsync(CancellationToken.None);
+        }
+        finally
+        {
+            Directory.Delete(directory, recursive: true);
+        }
+    }
+
+    private static X509Certificate2 CreateCertificate()
+    {
+        using var created = DevelopmentCertificate.Create(DateTimeOffset.UtcNow);
+        return X509CertificateLoader.LoadPkcs12(created.Export(X509ContentType.Pfx), password: null);
+    }
+}

@@ -1,0 +1,31 @@
+using System.IO.Pipelines;
+
+namespace Proxy.Testing.Http2;
+
+/// <summary>Two pipes joined as a connection: the server end and the client end of an in-memory transport.</summary>
+public sealed class InMemoryDuplexPipe : IDuplexPipe
+{
+    private InMemoryDuplexPipe(PipeReader input, PipeWriter output)
+    {
+        Input = input;
+        Output = output;
+    }
+
+    public PipeReader Input { get; }
+    public PipeWriter Output { get; }
+
+    /// <summary>Creates a connected pair; bytes written to one end's Output come out of the other end's Input.</summary>
+    public static (InMemoryDuplexPipe Server, InMemoryDuplexPipe Client) CreatePair(PipeOptions? options = null)
+    {
+        var clientToServer = new Pipe(options ?? PipeOptions.Default);
+        var serverToClient = new Pipe(options ?? PipeOptions.Default);
+        return (new InMemoryDuplexPipe(clientToServer.Reader, serverToClient.Writer),
+                new InMemoryDuplexPipe(serverToClient.Reader, clientToServer.Writer));
+    }
+}
+
+/// <summary>Adapts a delegate to <see cref="Proxy.Protocols.IHttpRequestHandler"/>.</summary>
+public sealed class DelegateRequestHandler(Func<Proxy.Protocols.HttpExchange, Task> handle) : Proxy.Protocols.IHttpRequestHandler
+{
+    public Task HandleAsync(Proxy.Protocols.HttpExchange exchange) => handle(exchange);
+}
