@@ -7,6 +7,7 @@ using Proxy.FunctionalTests.Hosting;
 namespace Proxy.FunctionalTests;
 
 /// <summary>The app HttpClient (SocketsHttpHandler) talks to: greeting, echo, concurrency barrier, trailers.</summary>
+// Shared by the requests of one host; the barrier is thread-safe.
 public sealed class HttpClientAppFixture : HostFixture
 {
     public ArrivalBarrier Barrier { get; } = new();

@@ -9,6 +9,7 @@ namespace Proxy.FunctionalTests;
 /// <summary>
 /// An SSE endpoint that writes one event, flushes, then waits for the test's signal before the next.
 /// </summary>
+// Shared by the SSE requests of one host and the test that signals them; every member is thread-safe.
 public sealed class SseAppFixture : HostFixture
 {
     public const int EventCount = 3;

@@ -4,6 +4,7 @@ using Proxy.FunctionalTests.Hosting;
 namespace Proxy.FunctionalTests.Grpc;
 
 /// <summary>The echo gRPC service on a test host (h2c and TLS).</summary>
+// Shared by the calls of one host; see EchoService for its state.
 public sealed class GrpcAppFixture : HostFixture
 {
     public EchoService Echo { get; } = new();
