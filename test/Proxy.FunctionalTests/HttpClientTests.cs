@@ -53,14 +53,14 @@ public sealed class HttpClientAppFixture : HostFixture
 
 public sealed class HttpClientTests(HttpClientAppFixture fixture) : IClassFixture<HttpClientAppFixture>
 {
-    public static TheoryData<ServerKind, Transport> AllTransports => TestClients.AllTransports();
+    public static TheoryData<ServerKind, HttpTransport> AllTransports => TestClients.AllTransports();
 
-    public static TheoryData<ServerKind, Transport> Http2Transports =>
-        TestClients.AllTransports(Transport.Http2Tls, Transport.Http2Cleartext);
+    public static TheoryData<ServerKind, HttpTransport> Http2Transports =>
+        TestClients.AllTransports(HttpTransport.Http2Tls, HttpTransport.Http2Cleartext);
 
     [Theory]
     [MemberData(nameof(AllTransports))]
-    public async Task Get_ExactVersion_ServerSeesSameProtocol(ServerKind kind, Transport transport)
+    public async Task Get_ExactVersion_ServerSeesSameProtocol(ServerKind kind, HttpTransport transport)
     {
         var host = await fixture.GetAsync(kind);
         using var client = TestClients.Create(host, transport);
@@ -76,7 +76,21 @@ public sealed class HttpClientTests(HttpClientAppFixture fixture) : IClassFixtur
 
     [Theory]
     [MemberData(nameof(AllTransports))]
-    public async Task Post_SeveralMegabytes_EchoedByteForByte(ServerKind kind, Transport transport)
+    public async Task Get_ServerKind_ServerHeaderNamesTheServerThatAnswered(ServerKind kind, HttpTransport transport)
+    {
+        // Guards the matrix itself: a ProxyServer case that silently ran on Kestrel would prove nothing.
+        var host = await fixture.GetAsync(kind);
+        using var client = TestClients.Create(host, transport);
+
+        using var response = await client.GetAsync("/hello");
+
+        var product = Assert.Single(response.Headers.Server).Product?.Name;
+        Assert.Equal(kind == ServerKind.Kestrel ? "Kestrel" : "proxy", product);
+    }
+
+    [Theory]
+    [MemberData(nameof(AllTransports))]
+    public async Task Post_SeveralMegabytes_EchoedByteForByte(ServerKind kind, HttpTransport transport)
     {
         var host = await fixture.GetAsync(kind);
         using var client = TestClients.Create(host, transport);
@@ -100,7 +114,7 @@ public sealed class HttpClientTests(HttpClientAppFixture fixture) : IClassFixtur
 
     [Theory]
     [MemberData(nameof(Http2Transports))]
-    public async Task Get_150RequestsOnOneConnection_100InFlightTogether_EachGetsItsOwnAnswer(ServerKind kind, Transport transport)
+    public async Task Get_150RequestsOnOneConnection_100InFlightTogether_EachGetsItsOwnAnswer(ServerKind kind, HttpTransport transport)
     {
         // NOTE: 100 is both servers' default SETTINGS_MAX_CONCURRENT_STREAMS: the first 100 streams wait in the
         // app until all 100 are there; the other 50 are queued by the client and answered after.
@@ -132,7 +146,7 @@ public sealed class HttpClientTests(HttpClientAppFixture fixture) : IClassFixtur
 
     [Theory]
     [MemberData(nameof(Http2Transports))]
-    public async Task Get_ResponseTrailers_VisibleInTrailingHeaders(ServerKind kind, Transport transport)
+    public async Task Get_ResponseTrailers_VisibleInTrailingHeaders(ServerKind kind, HttpTransport transport)
     {
         var host = await fixture.GetAsync(kind);
         using var client = TestClients.Create(host, transport);

@@ -45,12 +45,12 @@ public sealed class SseAppFixture : HostFixture
 
 public sealed class SseTests(SseAppFixture fixture) : IClassFixture<SseAppFixture>
 {
-    public static TheoryData<ServerKind, Transport> Transports =>
-        TestClients.AllTransports(Transport.Http2Tls, Transport.Http2Cleartext, Transport.Http11Cleartext);
+    public static TheoryData<ServerKind, HttpTransport> Transports =>
+        TestClients.AllTransports(HttpTransport.Http2Tls, HttpTransport.Http2Cleartext, HttpTransport.Http11Cleartext);
 
     [Theory]
     [MemberData(nameof(Transports))]
-    public async Task Get_EventStream_EachEventArrivesBeforeTheNextIsWritten(ServerKind kind, Transport transport)
+    public async Task Get_EventStream_EachEventArrivesBeforeTheNextIsWritten(ServerKind kind, HttpTransport transport)
     {
         var host = await fixture.GetAsync(kind);
         using var client = TestClients.Create(host, transport);

@@ -9,22 +9,22 @@ public sealed class CurlTests(HelloAppFixture fixture) : IClassFixture<HelloAppF
     private static readonly TimeSpan s_timeout = TimeSpan.FromSeconds(30);
     private readonly string _directory = Directory.CreateTempSubdirectory("proxy-curl-").FullName;
 
-    public static TheoryData<ServerKind, Transport> Transports =>
-        TestClients.AllTransports(Transport.Http2Tls, Transport.Http2Cleartext, Transport.Http11Cleartext, Transport.Http11Tls);
+    public static TheoryData<ServerKind, HttpTransport> Transports =>
+        TestClients.AllTransports(HttpTransport.Http2Tls, HttpTransport.Http2Cleartext, HttpTransport.Http11Cleartext, HttpTransport.Http11Tls);
 
     /// <summary>curl's flags for each transport and the %{http_version} it must report.</summary>
-    private static (string[] Flags, string Version) CurlProtocol(Transport transport) => transport switch
+    private static (string[] Flags, string Version) CurlProtocol(HttpTransport transport) => transport switch
     {
-        Transport.Http2Tls => (["--http2", "-k"], "2"),
-        Transport.Http2Cleartext => (["--http2-prior-knowledge"], "2"),
-        Transport.Http11Cleartext => (["--http1.1"], "1.1"),
-        Transport.Http11Tls => (["--http1.1", "-k"], "1.1"),
+        HttpTransport.Http2Tls => (["--http2", "-k"], "2"),
+        HttpTransport.Http2Cleartext => (["--http2-prior-knowledge"], "2"),
+        HttpTransport.Http11Cleartext => (["--http1.1"], "1.1"),
+        HttpTransport.Http11Tls => (["--http1.1", "-k"], "1.1"),
         _ => throw new ArgumentOutOfRangeException(nameof(transport)),
     };
 
     [InteropTheory("curl")]
     [MemberData(nameof(Transports))]
-    public async Task Get_NegotiatesExpectedVersion_ReturnsGreeting(ServerKind kind, Transport transport)
+    public async Task Get_NegotiatesExpectedVersion_ReturnsGreeting(ServerKind kind, HttpTransport transport)
     {
         var host = await fixture.GetAsync(kind);
         var (flags, version) = CurlProtocol(transport);
@@ -40,7 +40,7 @@ public sealed class CurlTests(HelloAppFixture fixture) : IClassFixture<HelloAppF
 
     [InteropTheory("curl")]
     [MemberData(nameof(Transports))]
-    public async Task Post_OneMegabyteFile_EchoedByteForByte(ServerKind kind, Transport transport)
+    public async Task Post_OneMegabyteFile_EchoedByteForByte(ServerKind kind, HttpTransport transport)
     {
         var host = await fixture.GetAsync(kind);
         var (flags, version) = CurlProtocol(transport);

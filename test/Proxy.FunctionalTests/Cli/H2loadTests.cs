@@ -10,12 +10,12 @@ public sealed partial class H2loadTests(HelloAppFixture fixture) : IClassFixture
 {
     private const int Requests = 5000;
 
-    public static TheoryData<ServerKind, Transport> Transports =>
-        TestClients.AllTransports(Transport.Http2Tls, Transport.Http2Cleartext);
+    public static TheoryData<ServerKind, HttpTransport> Transports =>
+        TestClients.AllTransports(HttpTransport.Http2Tls, HttpTransport.Http2Cleartext);
 
     [InteropTheory("h2load")]
     [MemberData(nameof(Transports))]
-    public async Task Get_5000RequestsOver4Connections_AllSucceed(ServerKind kind, Transport transport)
+    public async Task Get_5000RequestsOver4Connections_AllSucceed(ServerKind kind, HttpTransport transport)
     {
         var host = await fixture.GetAsync(kind);
 

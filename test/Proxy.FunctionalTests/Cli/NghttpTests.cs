@@ -9,12 +9,12 @@ public sealed class NghttpTests(HelloAppFixture fixture) : IClassFixture<HelloAp
     private static readonly TimeSpan s_timeout = TimeSpan.FromSeconds(30);
     private readonly string _directory = Directory.CreateTempSubdirectory("proxy-nghttp-").FullName;
 
-    public static TheoryData<ServerKind, Transport> Transports =>
-        TestClients.AllTransports(Transport.Http2Tls, Transport.Http2Cleartext);
+    public static TheoryData<ServerKind, HttpTransport> Transports =>
+        TestClients.AllTransports(HttpTransport.Http2Tls, HttpTransport.Http2Cleartext);
 
     [InteropTheory("nghttp")]
     [MemberData(nameof(Transports))]
-    public async Task Get_Verbose_SeesSettingsHeadersAndData(ServerKind kind, Transport transport)
+    public async Task Get_Verbose_SeesSettingsHeadersAndData(ServerKind kind, HttpTransport transport)
     {
         var host = await fixture.GetAsync(kind);
 
@@ -34,7 +34,7 @@ public sealed class NghttpTests(HelloAppFixture fixture) : IClassFixture<HelloAp
 
     [InteropTheory("nghttp")]
     [MemberData(nameof(Transports))]
-    public async Task Post_DataFile_EchoedExactly(ServerKind kind, Transport transport)
+    public async Task Post_DataFile_EchoedExactly(ServerKind kind, HttpTransport transport)
     {
         var host = await fixture.GetAsync(kind);
         // Text so that stdout (which nghttp writes the body to) compares exactly; 300 KB spans several windows' worth of frames.

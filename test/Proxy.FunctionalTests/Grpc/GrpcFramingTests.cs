@@ -12,8 +12,8 @@ namespace Proxy.FunctionalTests.Grpc;
 /// </summary>
 public sealed class GrpcFramingTests(GrpcAppFixture fixture) : IClassFixture<GrpcAppFixture>
 {
-    public static TheoryData<ServerKind, Transport> Transports =>
-        TestClients.AllTransports(Transport.Http2Cleartext, Transport.Http2Tls);
+    public static TheoryData<ServerKind, HttpTransport> Transports =>
+        TestClients.AllTransports(HttpTransport.Http2Cleartext, HttpTransport.Http2Tls);
 
     private static HttpRequestMessage GrpcRequest(string method, params IMessage[] messages)
     {
@@ -47,7 +47,7 @@ public sealed class GrpcFramingTests(GrpcAppFixture fixture) : IClassFixture<Grp
 
     [Theory]
     [MemberData(nameof(Transports))]
-    public async Task Unary_RawHttp2_OneFramedReplyThenGrpcStatusTrailer(ServerKind kind, Transport transport)
+    public async Task Unary_RawHttp2_OneFramedReplyThenGrpcStatusTrailer(ServerKind kind, HttpTransport transport)
     {
         using var client = TestClients.Create(await fixture.GetAsync(kind), transport);
 
@@ -65,7 +65,7 @@ public sealed class GrpcFramingTests(GrpcAppFixture fixture) : IClassFixture<Grp
 
     [Theory]
     [MemberData(nameof(Transports))]
-    public async Task Fail_TrailersOnly_StatusInHeadersAndNoBody(ServerKind kind, Transport transport)
+    public async Task Fail_TrailersOnly_StatusInHeadersAndNoBody(ServerKind kind, HttpTransport transport)
     {
         using var client = TestClients.Create(await fixture.GetAsync(kind), transport);
 
@@ -81,7 +81,7 @@ public sealed class GrpcFramingTests(GrpcAppFixture fixture) : IClassFixture<Grp
 
     [Theory]
     [MemberData(nameof(Transports))]
-    public async Task Wait_GrpcTimeout100m_ServerEnforcesDeadline(ServerKind kind, Transport transport)
+    public async Task Wait_GrpcTimeout100m_ServerEnforcesDeadline(ServerKind kind, HttpTransport transport)
     {
         // HttpClient enforces no gRPC deadline: only the server's reading of grpc-timeout can end this call.
         using var client = TestClients.Create(await fixture.GetAsync(kind), transport);
@@ -100,7 +100,7 @@ public sealed class GrpcFramingTests(GrpcAppFixture fixture) : IClassFixture<Grp
 
     [Theory]
     [MemberData(nameof(Transports))]
-    public async Task Unary_NotGrpcContentType_Http415(ServerKind kind, Transport transport)
+    public async Task Unary_NotGrpcContentType_Http415(ServerKind kind, HttpTransport transport)
     {
         using var client = TestClients.Create(await fixture.GetAsync(kind), transport);
         using var request = GrpcRequest("Unary", new EchoRequest { Message = "x" });
@@ -113,7 +113,7 @@ public sealed class GrpcFramingTests(GrpcAppFixture fixture) : IClassFixture<Grp
 
     [Theory]
     [MemberData(nameof(Transports))]
-    public async Task Unary_TruncatedMessage_InternalStatus(ServerKind kind, Transport transport)
+    public async Task Unary_TruncatedMessage_InternalStatus(ServerKind kind, HttpTransport transport)
     {
         using var client = TestClients.Create(await fixture.GetAsync(kind), transport);
         using var request = GrpcRequest("Unary", new EchoRequest { Message = "truncated" });

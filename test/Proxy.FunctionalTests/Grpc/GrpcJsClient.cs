@@ -32,7 +32,7 @@ public static class GrpcJsClient
             : $"grpc-js is not installed: run `npm ci` in {ClientDirectory}.";
     }
 
-    public static async Task<JsonElement> RunAsync(TestHost host, Transport transport, string scenario, string? callId = null)
+    public static async Task<JsonElement> RunAsync(TestHost host, HttpTransport transport, string scenario, string? callId = null)
     {
         if (MissingReason() is { } reason)
         {

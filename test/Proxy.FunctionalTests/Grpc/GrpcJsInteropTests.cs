@@ -6,12 +6,12 @@ namespace Proxy.FunctionalTests.Grpc;
 /// <summary>grpc-js (a real gRPC client) against our framing layer, over h2c and TLS.</summary>
 public sealed class GrpcJsInteropTests(GrpcAppFixture fixture) : IClassFixture<GrpcAppFixture>
 {
-    public static TheoryData<ServerKind, Transport> Transports =>
-        TestClients.AllTransports(Transport.Http2Cleartext, Transport.Http2Tls);
+    public static TheoryData<ServerKind, HttpTransport> Transports =>
+        TestClients.AllTransports(HttpTransport.Http2Cleartext, HttpTransport.Http2Tls);
 
     private static readonly TimeSpan s_serverObservationTimeout = TimeSpan.FromSeconds(10);
 
-    private async Task<JsonElement> RunAsync(ServerKind kind, Transport transport, string scenario, string? callId = null) =>
+    private async Task<JsonElement> RunAsync(ServerKind kind, HttpTransport transport, string scenario, string? callId = null) =>
         await GrpcJsClient.RunAsync(await fixture.GetAsync(kind), transport, scenario, callId);
 
     private static int Code(JsonElement result) => result.GetProperty("code").GetInt32();
@@ -25,7 +25,7 @@ public sealed class GrpcJsInteropTests(GrpcAppFixture fixture) : IClassFixture<G
 
     [GrpcJsTheory]
     [MemberData(nameof(Transports))]
-    public async Task Unary_100KBPayload_EchoedWithOkStatus(ServerKind kind, Transport transport)
+    public async Task Unary_100KBPayload_EchoedWithOkStatus(ServerKind kind, HttpTransport transport)
     {
         var result = await RunAsync(kind, transport, "unary");
 
@@ -38,7 +38,7 @@ public sealed class GrpcJsInteropTests(GrpcAppFixture fixture) : IClassFixture<G
 
     [GrpcJsTheory]
     [MemberData(nameof(Transports))]
-    public async Task ServerStreaming_FiveReplies_InOrderThenOk(ServerKind kind, Transport transport)
+    public async Task ServerStreaming_FiveReplies_InOrderThenOk(ServerKind kind, HttpTransport transport)
     {
         var result = await RunAsync(kind, transport, "server-stream");
 
@@ -48,7 +48,7 @@ public sealed class GrpcJsInteropTests(GrpcAppFixture fixture) : IClassFixture<G
 
     [GrpcJsTheory]
     [MemberData(nameof(Transports))]
-    public async Task ClientStreaming_FiveRequests_OneAggregatedReply(ServerKind kind, Transport transport)
+    public async Task ClientStreaming_FiveRequests_OneAggregatedReply(ServerKind kind, HttpTransport transport)
     {
         var result = await RunAsync(kind, transport, "client-stream");
 
@@ -61,7 +61,7 @@ public sealed class GrpcJsInteropTests(GrpcAppFixture fixture) : IClassFixture<G
 
     [GrpcJsTheory]
     [MemberData(nameof(Transports))]
-    public async Task Bidi_PingPong_EachReplyArrivesBeforeTheNextRequest(ServerKind kind, Transport transport)
+    public async Task Bidi_PingPong_EachReplyArrivesBeforeTheNextRequest(ServerKind kind, HttpTransport transport)
     {
         var result = await RunAsync(kind, transport, "bidi");
 
@@ -71,7 +71,7 @@ public sealed class GrpcJsInteropTests(GrpcAppFixture fixture) : IClassFixture<G
 
     [GrpcJsTheory]
     [MemberData(nameof(Transports))]
-    public async Task BidiHeadersFirst_ClientSeesMetadataBeforeSending(ServerKind kind, Transport transport)
+    public async Task BidiHeadersFirst_ClientSeesMetadataBeforeSending(ServerKind kind, HttpTransport transport)
     {
         var result = await RunAsync(kind, transport, "bidi-headers-first");
 
@@ -84,7 +84,7 @@ public sealed class GrpcJsInteropTests(GrpcAppFixture fixture) : IClassFixture<G
 
     [GrpcJsTheory]
     [MemberData(nameof(Transports))]
-    public async Task Deadline_300ms_DeadlineExceeded_ServerCallCancelled(ServerKind kind, Transport transport)
+    public async Task Deadline_300ms_DeadlineExceeded_ServerCallCancelled(ServerKind kind, HttpTransport transport)
     {
         var callId = Guid.NewGuid().ToString("N");
         var result = await RunAsync(kind, transport, "deadline", callId);
@@ -100,7 +100,7 @@ public sealed class GrpcJsInteropTests(GrpcAppFixture fixture) : IClassFixture<G
 
     [GrpcJsTheory]
     [MemberData(nameof(Transports))]
-    public async Task Cancel_AfterFirstReply_ServerObservesClientCancellation(ServerKind kind, Transport transport)
+    public async Task Cancel_AfterFirstReply_ServerObservesClientCancellation(ServerKind kind, HttpTransport transport)
     {
         var callId = Guid.NewGuid().ToString("N");
         var result = await RunAsync(kind, transport, "cancel", callId);
@@ -114,7 +114,7 @@ public sealed class GrpcJsInteropTests(GrpcAppFixture fixture) : IClassFixture<G
 
     [GrpcJsTheory]
     [MemberData(nameof(Transports))]
-    public async Task Error_TrailersOnly_StatusAndPercentEncodedMessageReachClient(ServerKind kind, Transport transport)
+    public async Task Error_TrailersOnly_StatusAndPercentEncodedMessageReachClient(ServerKind kind, HttpTransport transport)
     {
         var result = await RunAsync(kind, transport, "error");
 
@@ -124,7 +124,7 @@ public sealed class GrpcJsInteropTests(GrpcAppFixture fixture) : IClassFixture<G
 
     [GrpcJsTheory]
     [MemberData(nameof(Transports))]
-    public async Task Error_AfterTwoReplies_RepliesThenStatusInTrailers(ServerKind kind, Transport transport)
+    public async Task Error_AfterTwoReplies_RepliesThenStatusInTrailers(ServerKind kind, HttpTransport transport)
     {
         var result = await RunAsync(kind, transport, "error-after-replies");
 

@@ -11,7 +11,7 @@ public enum ServerKind
 }
 
 /// <summary>How a client reaches the host: protocol and whether TLS (with ALPN) is used.</summary>
-public enum Transport
+public enum HttpTransport
 {
     /// <summary>HTTP/2 over TLS, negotiated with ALPN "h2".</summary>
     Http2Tls,
@@ -28,13 +28,13 @@ public enum Transport
 
 public static class TransportExtensions
 {
-    public static bool IsTls(this Transport transport) => transport is Transport.Http2Tls or Transport.Http11Tls;
+    public static bool IsTls(this HttpTransport transport) => transport is HttpTransport.Http2Tls or HttpTransport.Http11Tls;
 
-    public static bool IsHttp2(this Transport transport) => transport is Transport.Http2Tls or Transport.Http2Cleartext;
+    public static bool IsHttp2(this HttpTransport transport) => transport is HttpTransport.Http2Tls or HttpTransport.Http2Cleartext;
 
-    public static Version Version(this Transport transport) =>
+    public static Version Version(this HttpTransport transport) =>
         transport.IsHttp2() ? System.Net.HttpVersion.Version20 : System.Net.HttpVersion.Version11;
 
     /// <summary>The value ASP.NET Core puts in HttpRequest.Protocol for this transport.</summary>
-    public static string RequestProtocol(this Transport transport) => transport.IsHttp2() ? "HTTP/2" : "HTTP/1.1";
+    public static string RequestProtocol(this HttpTransport transport) => transport.IsHttp2() ? "HTTP/2" : "HTTP/1.1";
 }

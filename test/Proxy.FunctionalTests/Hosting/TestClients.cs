@@ -11,7 +11,7 @@ public static class TestClients
     /// <see cref="HttpVersionPolicy.RequestVersionExact"/> (no silent downgrade; h2c by prior knowledge),
     /// one HTTP/2 connection at most, and trust in our test certificate only.
     /// </summary>
-    public static HttpClient Create(TestHost host, Transport transport, TimeSpan? timeout = null)
+    public static HttpClient Create(TestHost host, HttpTransport transport, TimeSpan? timeout = null)
     {
         var handler = new SocketsHttpHandler
         {
@@ -33,12 +33,12 @@ public static class TestClients
     }
 
     /// <summary>Every (server, transport) pair, for MemberData.</summary>
-    public static TheoryData<ServerKind, Transport> AllTransports(params Transport[] transports)
+    public static TheoryData<ServerKind, HttpTransport> AllTransports(params HttpTransport[] transports)
     {
-        var data = new TheoryData<ServerKind, Transport>();
+        var data = new TheoryData<ServerKind, HttpTransport>();
         foreach (var kind in Enum.GetValues<ServerKind>())
         {
-            foreach (var transport in transports.Length == 0 ? Enum.GetValues<Transport>() : transports)
+            foreach (var transport in transports.Length == 0 ? Enum.GetValues<HttpTransport>() : transports)
             {
                 data.Add(kind, transport);
             }

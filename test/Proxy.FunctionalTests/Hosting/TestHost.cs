@@ -45,10 +45,10 @@ public sealed class TestHost : IAsyncDisposable
     public Uri? HttpsAddress { get; }
 
     /// <summary>The base address a client of <paramref name="transport"/> uses.</summary>
-    public Uri AddressFor(Transport transport) => transport switch
+    public Uri AddressFor(HttpTransport transport) => transport switch
     {
-        Transport.Http2Cleartext => H2cAddress,
-        Transport.Http11Cleartext => HttpAddress,
+        HttpTransport.Http2Cleartext => H2cAddress,
+        HttpTransport.Http11Cleartext => HttpAddress,
         _ => HttpsAddress ?? throw new InvalidOperationException("This host was started without TLS."),
     };
 
@@ -130,17 +130,25 @@ public sealed class TestHost : IAsyncDisposable
     }
 
     /// <summary>
-    /// Our server. WIRE HERE after the "Server engine" branch merges: replace the Kestrel call with
-    /// <c>builder.WebHost.UseProxyServer(...)</c> listening on 127.0.0.1:0 cleartext (HTTP/1.1 and h2c prior
-    /// knowledge on the same port) and, when <paramref name="https"/>, on 127.0.0.1:0 with TLS using
-    /// <see cref="TestCertificate.Certificate"/> and ALPN h2 + http/1.1; then resolve the addresses with
-    /// <see cref="FromAddressesFeature"/> (the server must report the bound ports in IServerAddressesFeature).
+    /// Our server: one cleartext port for HTTP/1.1 and h2c prior knowledge (told apart by the preface) and,
+    /// when <paramref name="https"/>, a TLS port with ALPN h2 + http/1.1. The bound ports come from
+    /// IServerAddressesFeature.
     /// </summary>
     private static Func<IServer, Addresses> UseProxyServer(WebApplicationBuilder builder, bool https)
     {
-        // TODO(issue "Server engine"): Proxy.Server is not usable yet, so this runs Kestrel; the lead wires
-        // UseProxyServer() here when the server branch merges, returning FromAddressesFeature.
-        return UseKestrel(builder, https);
+        builder.WebHost.UseProxyServer(options =>
+        {
+            options.Listen(IPAddress.Loopback, 0, listen => listen.Protocols = Proxy.Server.HttpProtocols.Http1AndHttp2);
+            if (https)
+            {
+                options.Listen(IPAddress.Loopback, 0, listen =>
+                {
+                    listen.Protocols = Proxy.Server.HttpProtocols.Http1AndHttp2;
+                    listen.UseHttps(TestCertificate.Certificate);
+                });
+            }
+        });
+        return FromAddressesFeature;
     }
 
     /// <summary>Addresses of a server that serves HTTP/1.1 and h2c on one cleartext port.</summary>
