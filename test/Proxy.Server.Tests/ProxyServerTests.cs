@@ -1,3 +1,4 @@
+using Microsoft.Extensions.Configuration;
 using System.Buffers;
 using System.Net;
 using System.Net.Security;
@@ -220,6 +221,30 @@ public class ProxyServerTests
         Assert.NotEqual(0, uri.Port);
         Assert.Contains(app.Urls, url => url == uri.ToString().TrimEnd('/'));
         await app.StopAsync();
+    }
+
+    [Fact]
+    public async Task UseProxyServer_ConfigurationSection_BindsLimitsAndCodeRunsAfter()
+    {
+        var builder = WebApplication.CreateSlimBuilder();
+        builder.Logging.ClearProviders();
+        builder.Configuration.AddInMemoryCollection(new Dictionary<string, string?>
+        {
+            ["ProxyServer:Http2:MaxConcurrentStreams"] = "250",
+            ["ProxyServer:Http2:KeepAliveTimeout"] = "00:00:42",
+            ["ProxyServer:Http1:MaxRequestHeaderCount"] = "50",
+            ["ProxyServer:AddServerHeader"] = "false",
+        });
+        builder.WebHost.UseUrls("http://127.0.0.1:0");
+        builder.WebHost.UseProxyServer(options => options.Http1.MaxRequestHeaderCount += 1);
+        await using var app = builder.Build();
+
+        var options = app.Services.GetRequiredService<Microsoft.Extensions.Options.IOptions<ProxyServerOptions>>().Value;
+
+        Assert.Equal(250, options.Http2.MaxConcurrentStreams);
+        Assert.Equal(TimeSpan.FromSeconds(42), options.Http2.KeepAliveTimeout);
+        Assert.Equal(51, options.Http1.MaxRequestHeaderCount);
+        Assert.False(options.AddServerHeader);
     }
 
     [Fact]

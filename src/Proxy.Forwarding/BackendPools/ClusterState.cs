@@ -1,0 +1,69 @@
+using Proxy.Forwarding.Configuration;
+using Proxy.Forwarding.Forwarder;
+using Proxy.Forwarding.LoadBalancing;
+
+namespace Proxy.Forwarding.BackendPools;
+
+/// <summary>The runtime state of a cluster: its destinations, backend pool and policies.</summary>
+// Immutable after construction; replaced as a whole when the cluster's config changes.
+public sealed class ClusterState
+{
+    internal ClusterState(
+        ClusterConfig config,
+        IReadOnlyList<DestinationState> destinations,
+        HttpMessageInvoker invoker,
+        ILoadBalancingPolicy loadBalancer,
+        ForwarderRequestConfig requestConfig)
+    {
+        Config = config;
+        Destinations = destinations;
+        Invoker = invoker;
+        LoadBalancer = loadBalancer;
+        RequestConfig = requestConfig;
+    }
+
+    /// <summary>The cluster's name.</summary>
+    public string ClusterId => Config.ClusterId;
+
+    /// <summary>The cluster's configuration.</summary>
+    public ClusterConfig Config { get; }
+
+    /// <summary>All destinations, sorted by name.</summary>
+    public IReadOnlyList<DestinationState> Destinations { get; }
+
+    internal HttpMessageInvoker Invoker { get; }
+
+    internal ILoadBalancingPolicy LoadBalancer { get; }
+
+    internal ForwarderRequestConfig RequestConfig { get; }
+
+    /// <summary>Destinations not known to be unhealthy; all of them when every one is (panic mode).</summary>
+    internal IReadOnlyList<DestinationState> AvailableDestinations()
+    {
+        var all = Destinations;
+        var healthy = 0;
+        foreach (var d in all)
+        {
+            if (d.Health != DestinationHealth.Unhealthy)
+            {
+                healthy++;
+            }
+        }
+
+        if (healthy == all.Count || healthy == 0)
+        {
+            return all;
+        }
+
+        var list = new List<DestinationState>(healthy);
+        foreach (var d in all)
+        {
+            if (d.Health != DestinationHealth.Unhealthy)
+            {
+                list.Add(d);
+            }
+        }
+
+        return list;
+    }
+}

@@ -1,0 +1,156 @@
+namespace Proxy.Forwarding.Configuration;
+
+/// <summary>A group of equivalent destinations and how to reach them (YARP's <c>Clusters:{name}</c>).</summary>
+public sealed record ClusterConfig
+{
+    /// <summary>The cluster's unique name (the key under <c>Clusters</c>).</summary>
+    public string ClusterId { get; init; } = "";
+
+    /// <summary>One of <see cref="LoadBalancingPolicies"/>; null = PowerOfTwoChoices.</summary>
+    public string? LoadBalancingPolicy { get; init; }
+
+    /// <summary>The destinations by name.</summary>
+    public IReadOnlyDictionary<string, DestinationConfig>? Destinations { get; init; }
+
+    /// <summary>The backend connection pool settings.</summary>
+    public HttpClientConfig? HttpClient { get; init; }
+
+    /// <summary>Per-request settings for requests to this cluster.</summary>
+    public HttpRequestConfig? HttpRequest { get; init; }
+
+    /// <summary>Health checking (parsed and validated; active probing is not implemented yet).</summary>
+    public HealthCheckConfig? HealthCheck { get; init; }
+
+    /// <summary>Free-form data for extensions.</summary>
+    public IReadOnlyDictionary<string, string>? Metadata { get; init; }
+}
+
+/// <summary>One backend.</summary>
+public sealed record DestinationConfig
+{
+    /// <summary>The backend's base address, e.g. <c>http://10.0.0.5:5000/</c>.</summary>
+    public string Address { get; init; } = "";
+
+    /// <summary>An optional different address for health probes.</summary>
+    public string? Health { get; init; }
+
+    /// <summary>Free-form data for extensions.</summary>
+    public IReadOnlyDictionary<string, string>? Metadata { get; init; }
+}
+
+/// <summary>
+/// The backend pool: SocketsHttpHandler settings plus our own bounded admission per destination.
+/// Defaults suit many long-lived HTTP/2 streams (SSE, gRPC).
+/// </summary>
+public sealed record HttpClientConfig
+{
+    /// <summary>Upper bound on connections per destination (null = unlimited).</summary>
+    public int? MaxConnectionsPerServer { get; init; }
+
+    /// <summary>
+    /// Open more HTTP/2 connections when one reaches the server's stream limit. Default true:
+    /// a single connection caps at ~100 concurrent streams (YARP measured -65% without it).
+    /// </summary>
+    public bool? EnableMultipleHttp2Connections { get; init; }
+
+    /// <summary>How long a pooled connection may be reused (null = forever). Helps DNS changes.</summary>
+    public TimeSpan? PooledConnectionLifetime { get; init; }
+
+    /// <summary>How long an idle pooled connection is kept. Default 60 s.</summary>
+    public TimeSpan? PooledConnectionIdleTimeout { get; init; }
+
+    /// <summary>Time allowed to establish a connection. Default 10 s.</summary>
+    public TimeSpan? ConnectTimeout { get; init; }
+
+    /// <summary>Accept any backend certificate (development only).</summary>
+    public bool? DangerousAcceptAnyServerCertificate { get; init; }
+
+    /// <summary>
+    /// Our admission gate: at most this many requests in flight per destination (null = unlimited).
+    /// </summary>
+    public int? MaxConcurrentRequestsPerDestination { get; init; }
+
+    /// <summary>How long a request may wait for an admission slot before a 503. Default 5 s.</summary>
+    public TimeSpan? QueueTimeout { get; init; }
+
+    /// <summary>At most this many requests waiting per destination; more get an immediate 503. Default 1024.</summary>
+    public int? MaxQueueLength { get; init; }
+}
+
+/// <summary>Per-request settings (YARP's <c>HttpRequest</c>).</summary>
+public sealed record HttpRequestConfig
+{
+    /// <summary>
+    /// Longest quiet period (no read or write progress) before the exchange is cancelled.
+    /// Null = 100 s, except for text/event-stream responses and gRPC calls, which default to no
+    /// limit (YARP's 100 s default kills quiet SSE streams: #1764). <see cref="TimeSpan.Zero"/>
+    /// disables it everywhere.
+    /// </summary>
+    public TimeSpan? ActivityTimeout { get; init; }
+
+    /// <summary>The HTTP version to request ("1.1", "2", "2.0"); default 2.</summary>
+    public string? Version { get; init; }
+
+    /// <summary>
+    /// "RequestVersionOrLower" (default), "RequestVersionOrHigher" or "RequestVersionExact". h2c
+    /// backends (http:// addresses) need Version 2 with RequestVersionExact.
+    /// </summary>
+    public string? VersionPolicy { get; init; }
+}
+
+/// <summary>Health check settings (YARP's shape).</summary>
+public sealed record HealthCheckConfig
+{
+    /// <summary>Active probing.</summary>
+    public ActiveHealthCheckConfig? Active { get; init; }
+
+    /// <summary>Passive observation of real traffic.</summary>
+    public PassiveHealthCheckConfig? Passive { get; init; }
+
+    /// <summary>Replaces the default availability rule.</summary>
+    public string? AvailableDestinationsPolicy { get; init; }
+}
+
+/// <summary>Active probe settings.</summary>
+public sealed record ActiveHealthCheckConfig
+{
+    /// <summary>Probe at all.</summary>
+    public bool? Enabled { get; init; }
+    /// <summary>Time between probes.</summary>
+    public TimeSpan? Interval { get; init; }
+    /// <summary>Probe timeout.</summary>
+    public TimeSpan? Timeout { get; init; }
+    /// <summary>Policy name.</summary>
+    public string? Policy { get; init; }
+    /// <summary>Probe path.</summary>
+    public string? Path { get; init; }
+}
+
+/// <summary>Passive health settings.</summary>
+public sealed record PassiveHealthCheckConfig
+{
+    /// <summary>Observe at all.</summary>
+    public bool? Enabled { get; init; }
+    /// <summary>Policy name.</summary>
+    public string? Policy { get; init; }
+    /// <summary>How long a failed destination stays unhealthy.</summary>
+    public TimeSpan? ReactivationPeriod { get; init; }
+}
+
+/// <summary>A full configuration snapshot: every route and cluster.</summary>
+public sealed record ProxyConfig(IReadOnlyList<RouteConfig> Routes, IReadOnlyList<ClusterConfig> Clusters);
+
+/// <summary>The names of the built-in load balancing policies.</summary>
+public static class LoadBalancingPolicies
+{
+    /// <summary>Pick two at random, take the one with fewer requests in flight (default).</summary>
+    public const string PowerOfTwoChoices = nameof(PowerOfTwoChoices);
+    /// <summary>Take turns.</summary>
+    public const string RoundRobin = nameof(RoundRobin);
+    /// <summary>Uniformly at random.</summary>
+    public const string Random = nameof(Random);
+    /// <summary>The destination with the fewest requests in flight.</summary>
+    public const string LeastRequests = nameof(LeastRequests);
+    /// <summary>The first destination by name (active/standby).</summary>
+    public const string FirstAlphabetical = nameof(FirstAlphabetical);
+}

@@ -1,0 +1,267 @@
+using Microsoft.AspNetCore.Routing.Patterns;
+using Proxy.Forwarding.Transforms;
+
+namespace Proxy.Forwarding.Configuration;
+
+/// <summary>
+/// Checks a whole snapshot before it is used. Every message starts with the offending key in
+/// configuration syntax (<c>ReverseProxy:Routes:r1:ClusterId: cluster 'x' does not exist</c>).
+/// </summary>
+internal static class ConfigValidator
+{
+    private static readonly HashSet<string> KnownPolicies = new(StringComparer.OrdinalIgnoreCase)
+    {
+        LoadBalancingPolicies.PowerOfTwoChoices, LoadBalancingPolicies.RoundRobin, LoadBalancingPolicies.Random,
+        LoadBalancingPolicies.LeastRequests, LoadBalancingPolicies.FirstAlphabetical,
+    };
+
+    public static void Validate(ProxyConfig config, string root, List<string> errors, ICollection<string>? extraPolicies = null)
+    {
+        var clusterIds = new HashSet<string>(StringComparer.OrdinalIgnoreCase);
+        foreach (var cluster in config.Clusters)
+        {
+            var path = $"{root}:Clusters:{cluster.ClusterId}";
+            if (string.IsNullOrWhiteSpace(cluster.ClusterId))
+            {
+                errors.Add($"{root}:Clusters: a cluster has an empty ClusterId.");
+            }
+            else if (!clusterIds.Add(cluster.ClusterId))
+            {
+                errors.Add($"{path}: duplicate cluster id.");
+            }
+
+            ValidateCluster(cluster, path, errors, extraPolicies);
+        }
+
+        var routeIds = new HashSet<string>(StringComparer.OrdinalIgnoreCase);
+        foreach (var route in config.Routes)
+        {
+            var path = $"{root}:Routes:{route.RouteId}";
+            if (string.IsNullOrWhiteSpace(route.RouteId))
+            {
+                errors.Add($"{root}:Routes: a route has an empty RouteId.");
+            }
+            else if (!routeIds.Add(route.RouteId))
+            {
+                errors.Add($"{path}: duplicate route id.");
+            }
+
+            ValidateRoute(route, path, clusterIds, errors);
+        }
+    }
+
+    private static void ValidateRoute(RouteConfig route, string path, HashSet<string> clusterIds, List<string> errors)
+    {
+        if (string.IsNullOrWhiteSpace(route.ClusterId))
+        {
+            errors.Add($"{path}:ClusterId: is required.");
+        }
+        else if (!clusterIds.Contains(route.ClusterId))
+        {
+            errors.Add($"{path}:ClusterId: cluster '{route.ClusterId}' does not exist.");
+        }
+
+        var match = route.Match;
+        if (match.Path is not null && match.PathPrefix is not null)
+        {
+            errors.Add($"{path}:Match:PathPrefix: cannot be combined with Match:Path.");
+        }
+        else if (match.Path is null && match.PathPrefix is null && (match.Hosts is null || match.Hosts.Count == 0))
+        {
+            errors.Add($"{path}:Match: needs a Path, a PathPrefix or Hosts.");
+        }
+
+        if (match.Path is not null)
+        {
+            try
+            {
+                RoutePatternFactory.Parse(match.Path);
+            }
+            catch (RoutePatternException ex)
+            {
+                errors.Add($"{path}:Match:Path: '{match.Path}' is not a valid route template: {ex.Message}");
+            }
+        }
+
+        if (match.PathPrefix is not null && !match.PathPrefix.StartsWith('/'))
+        {
+            errors.Add($"{path}:Match:PathPrefix: '{match.PathPrefix}' must start with '/'.");
+        }
+
+        for (var i = 0; i < (match.Hosts?.Count ?? 0); i++)
+        {
+            if (string.IsNullOrWhiteSpace(match.Hosts![i]))
+            {
+                errors.Add($"{path}:Match:Hosts:{i}: is empty.");
+            }
+        }
+
+        for (var i = 0; i < (match.Methods?.Count ?? 0); i++)
+        {
+            var method = match.Methods![i];
+            if (string.IsNullOrEmpty(method) || !method.All(IsTokenChar))
+            {
+                errors.Add($"{path}:Match:Methods:{i}: '{method}' is not a valid HTTP method.");
+            }
+        }
+
+        for (var i = 0; i < (match.Headers?.Count ?? 0); i++)
+        {
+            var h = match.Headers![i];
+            var hasValues = h.Values is { Count: > 0 };
+            var valueless = h.Mode is HeaderMatchMode.Exists or HeaderMatchMode.NotExists;
+            CheckMatcher($"{path}:Match:Headers:{i}", h.Name, hasValues, valueless, h.Mode.ToString(), errors);
+        }
+
+        for (var i = 0; i < (match.QueryParameters?.Count ?? 0); i++)
+        {
+            var q = match.QueryParameters![i];
+            var hasValues = q.Values is { Count: > 0 };
+            CheckMatcher($"{path}:Match:QueryParameters:{i}", q.Name, hasValues, q.Mode == QueryParameterMatchMode.Exists, q.Mode.ToString(), errors);
+        }
+
+        CheckPositive(route.Timeout, $"{path}:Timeout", errors);
+        if (route.ActivityTimeout < TimeSpan.Zero)
+        {
+            errors.Add($"{path}:ActivityTimeout: must not be negative.");
+        }
+
+        for (var i = 0; i < (route.Transforms?.Count ?? 0); i++)
+        {
+            TransformFactory.Validate(route.Transforms![i], $"{path}:Transforms:{i}", errors);
+        }
+    }
+
+    private static void CheckMatcher(string path, string name, bool hasValues, bool valueless, string mode, List<string> errors)
+    {
+        if (string.IsNullOrWhiteSpace(name))
+        {
+            errors.Add($"{path}:Name: is required.");
+        }
+
+        if (valueless && hasValues)
+        {
+            errors.Add($"{path}:Values: must be empty for mode {mode}.");
+        }
+        else if (!valueless && !hasValues)
+        {
+            errors.Add($"{path}:Values: at least one value is required for mode {mode}.");
+        }
+    }
+
+    private static void ValidateCluster(ClusterConfig cluster, string path, List<string> errors, ICollection<string>? extraPolicies)
+    {
+        if (cluster.LoadBalancingPolicy is { } policy && !KnownPolicies.Contains(policy) && extraPolicies?.Contains(policy) != true)
+        {
+            errors.Add($"{path}:LoadBalancingPolicy: '{policy}' is not a known policy ({string.Join(", ", KnownPolicies)}).");
+        }
+
+        foreach (var (name, destination) in cluster.Destinations ?? new Dictionary<string, DestinationConfig>())
+        {
+            CheckAddress(destination.Address, $"{path}:Destinations:{name}:Address", required: true, errors);
+            CheckAddress(destination.Health, $"{path}:Destinations:{name}:Health", required: false, errors);
+        }
+
+        if (cluster.HttpClient is { } client)
+        {
+            CheckPositive(client.MaxConnectionsPerServer, $"{path}:HttpClient:MaxConnectionsPerServer", errors);
+            CheckPositive(client.MaxConcurrentRequestsPerDestination, $"{path}:HttpClient:MaxConcurrentRequestsPerDestination", errors);
+            CheckPositive(client.ConnectTimeout, $"{path}:HttpClient:ConnectTimeout", errors);
+            CheckPositive(client.QueueTimeout, $"{path}:HttpClient:QueueTimeout", errors);
+            if (client.MaxQueueLength < 0)
+            {
+                errors.Add($"{path}:HttpClient:MaxQueueLength: must not be negative.");
+            }
+        }
+
+        if (cluster.HttpRequest is { } request)
+        {
+            if (request.Version is not null && BackendVersion.ParseVersion(request.Version) is null)
+            {
+                errors.Add($"{path}:HttpRequest:Version: '{request.Version}' is not one of 1.0, 1.1, 2, 3.");
+            }
+
+            if (request.VersionPolicy is not null && BackendVersion.ParsePolicy(request.VersionPolicy) is null)
+            {
+                errors.Add($"{path}:HttpRequest:VersionPolicy: '{request.VersionPolicy}' is not one of RequestVersionOrLower, RequestVersionOrHigher, RequestVersionExact.");
+            }
+
+            if (request.ActivityTimeout < TimeSpan.Zero)
+            {
+                errors.Add($"{path}:HttpRequest:ActivityTimeout: must not be negative.");
+            }
+        }
+    }
+
+    private static void CheckAddress(string? address, string path, bool required, List<string> errors)
+    {
+        if (string.IsNullOrWhiteSpace(address))
+        {
+            if (required)
+            {
+                errors.Add($"{path}: is required.");
+            }
+
+            return;
+        }
+
+        if (!Uri.TryCreate(address, UriKind.Absolute, out var uri) || (uri.Scheme != Uri.UriSchemeHttp && uri.Scheme != Uri.UriSchemeHttps))
+        {
+            errors.Add($"{path}: '{address}' is not an absolute http:// or https:// address.");
+        }
+        else if (!string.IsNullOrEmpty(uri.Query) || !string.IsNullOrEmpty(uri.Fragment))
+        {
+            errors.Add($"{path}: '{address}' must not have a query or fragment.");
+        }
+    }
+
+    private static void CheckPositive(int? value, string path, List<string> errors)
+    {
+        if (value <= 0)
+        {
+            errors.Add($"{path}: must be positive.");
+        }
+    }
+
+    private static void CheckPositive(TimeSpan? value, string path, List<string> errors)
+    {
+        if (value <= TimeSpan.Zero)
+        {
+            errors.Add($"{path}: must be positive.");
+        }
+    }
+
+    // RFC 9110 §5.6.2 tchar.
+    private static bool IsTokenChar(char c) =>
+        char.IsAsciiLetterOrDigit(c) || "!#$%&'*+-.^_`|~".Contains(c);
+}
+
+/// <summary>Thrown when a configuration snapshot is invalid; the message lists every problem with its key.</summary>
+public sealed class ProxyConfigException : Exception
+{
+    /// <summary>Creates the exception from the list of problems.</summary>
+    public ProxyConfigException(IReadOnlyList<string> errors)
+        : base("Invalid reverse proxy configuration:" + Environment.NewLine + string.Join(Environment.NewLine, errors))
+    {
+        Errors = errors;
+    }
+
+    /// <summary>Every problem found, each prefixed with its configuration key.</summary>
+    public IReadOnlyList<string> Errors { get; }
+}
+
+/// <summary>Parses the HttpRequest version settings.</summary>
+internal static class BackendVersion
+{
+    public static Version? ParseVersion(string text) => text.Trim() switch
+    {
+        "1.0" => System.Net.HttpVersion.Version10,
+        "1.1" => System.Net.HttpVersion.Version11,
+        "2" or "2.0" => System.Net.HttpVersion.Version20,
+        "3" or "3.0" => System.Net.HttpVersion.Version30,
+        _ => null,
+    };
+
+    public static HttpVersionPolicy? ParsePolicy(string text) =>
+        Enum.TryParse<HttpVersionPolicy>(text, ignoreCase: true, out var p) && Enum.IsDefined(p) ? p : null;
+}

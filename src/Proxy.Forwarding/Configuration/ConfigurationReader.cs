@@ -1,0 +1,211 @@
+using System.Globalization;
+using Microsoft.Extensions.Configuration;
+
+namespace Proxy.Forwarding.Configuration;
+
+/// <summary>
+/// Reads YARP's JSON schema from <see cref="IConfiguration"/> by hand rather than with the binder,
+/// so that every malformed value is reported with its full key (<c>ReverseProxy:Routes:r1:Timeout</c>)
+/// instead of an exception from deep inside the binder.
+/// </summary>
+internal static class ConfigurationReader
+{
+    public static ProxyConfig Read(IConfiguration section, List<string> errors)
+    {
+        var routes = new List<RouteConfig>();
+        foreach (var child in section.GetSection("Routes").GetChildren())
+        {
+            routes.Add(ReadRoute(child, errors));
+        }
+
+        var clusters = new List<ClusterConfig>();
+        foreach (var child in section.GetSection("Clusters").GetChildren())
+        {
+            clusters.Add(ReadCluster(child, errors));
+        }
+
+        return new ProxyConfig(routes, clusters);
+    }
+
+    private static RouteConfig ReadRoute(IConfigurationSection s, List<string> errors)
+    {
+        var match = s.GetSection("Match");
+        return new RouteConfig
+        {
+            RouteId = s.Key,
+            ClusterId = s["ClusterId"],
+            Order = Int(s, "Order", errors),
+            Timeout = Time(s, "Timeout", errors),
+            ActivityTimeout = Time(s, "ActivityTimeout", errors),
+            Metadata = Dictionary(s.GetSection("Metadata")),
+            Transforms = s.GetSection("Transforms").GetChildren()
+                .Select(t => (IReadOnlyDictionary<string, string>)Dictionary(t)!)
+                .Where(d => d is not null)
+                .ToList() is { Count: > 0 } list ? list : null,
+            Match = new RouteMatch
+            {
+                Path = match["Path"],
+                PathPrefix = match["PathPrefix"],
+                Hosts = List(match.GetSection("Hosts")),
+                Methods = List(match.GetSection("Methods")),
+                Headers = match.GetSection("Headers").GetChildren().Select(h => new RouteHeaderMatch
+                {
+                    Name = h["Name"] ?? "",
+                    Values = List(h.GetSection("Values")),
+                    Mode = Enum(h, "Mode", HeaderMatchMode.ExactHeader, errors),
+                    IsCaseSensitive = Bool(h, "IsCaseSensitive", errors) ?? false,
+                }).ToList() is { Count: > 0 } headers ? headers : null,
+                QueryParameters = match.GetSection("QueryParameters").GetChildren().Select(q => new RouteQueryParameterMatch
+                {
+                    Name = q["Name"] ?? "",
+                    Values = List(q.GetSection("Values")),
+                    Mode = Enum(q, "Mode", QueryParameterMatchMode.Exact, errors),
+                    IsCaseSensitive = Bool(q, "IsCaseSensitive", errors) ?? false,
+                }).ToList() is { Count: > 0 } queries ? queries : null,
+            },
+        };
+    }
+
+    private static ClusterConfig ReadCluster(IConfigurationSection s, List<string> errors)
+    {
+        var destinations = new Dictionary<string, DestinationConfig>(StringComparer.OrdinalIgnoreCase);
+        foreach (var d in s.GetSection("Destinations").GetChildren())
+        {
+            destinations[d.Key] = new DestinationConfig
+            {
+                Address = d["Address"] ?? "",
+                Health = d["Health"],
+                Metadata = Dictionary(d.GetSection("Metadata")),
+            };
+        }
+
+        var client = s.GetSection("HttpClient");
+        var request = s.GetSection("HttpRequest");
+        var health = s.GetSection("HealthCheck");
+        return new ClusterConfig
+        {
+            ClusterId = s.Key,
+            LoadBalancingPolicy = s["LoadBalancingPolicy"],
+            Destinations = destinations,
+            Metadata = Dictionary(s.GetSection("Metadata")),
+            HttpClient = !client.Exists() ? null : new HttpClientConfig
+            {
+                MaxConnectionsPerServer = Int(client, "MaxConnectionsPerServer", errors),
+                EnableMultipleHttp2Connections = Bool(client, "EnableMultipleHttp2Connections", errors),
+                PooledConnectionLifetime = Time(client, "PooledConnectionLifetime", errors),
+                PooledConnectionIdleTimeout = Time(client, "PooledConnectionIdleTimeout", errors),
+                ConnectTimeout = Time(client, "ConnectTimeout", errors),
+                DangerousAcceptAnyServerCertificate = Bool(client, "DangerousAcceptAnyServerCertificate", errors),
+                MaxConcurrentRequestsPerDestination = Int(client, "MaxConcurrentRequestsPerDestination", errors),
+                QueueTimeout = Time(client, "QueueTimeout", errors),
+                MaxQueueLength = Int(client, "MaxQueueLength", errors),
+            },
+            HttpRequest = !request.Exists() ? null : new HttpRequestConfig
+            {
+                ActivityTimeout = Time(request, "ActivityTimeout", errors),
+                Version = request["Version"],
+                VersionPolicy = request["VersionPolicy"],
+            },
+            HealthCheck = !health.Exists() ? null : new HealthCheckConfig
+            {
+                AvailableDestinationsPolicy = health["AvailableDestinationsPolicy"],
+                Active = !health.GetSection("Active").Exists() ? null : new ActiveHealthCheckConfig
+                {
+                    Enabled = Bool(health.GetSection("Active"), "Enabled", errors),
+                    Interval = Time(health.GetSection("Active"), "Interval", errors),
+                    Timeout = Time(health.GetSection("Active"), "Timeout", errors),
+                    Policy = health["Active:Policy"],
+                    Path = health["Active:Path"],
+                },
+                Passive = !health.GetSection("Passive").Exists() ? null : new PassiveHealthCheckConfig
+                {
+                    Enabled = Bool(health.GetSection("Passive"), "Enabled", errors),
+                    Policy = health["Passive:Policy"],
+                    ReactivationPeriod = Time(health.GetSection("Passive"), "ReactivationPeriod", errors),
+                },
+            },
+        };
+    }
+
+    private static IReadOnlyList<string>? List(IConfigurationSection s)
+    {
+        var values = s.GetChildren().Select(c => c.Value).OfType<string>().ToList();
+        return values.Count == 0 ? null : values;
+    }
+
+    private static IReadOnlyDictionary<string, string>? Dictionary(IConfigurationSection s)
+    {
+        var values = s.GetChildren().Where(c => c.Value is not null)
+            .ToDictionary(c => c.Key, c => c.Value!, StringComparer.OrdinalIgnoreCase);
+        return values.Count == 0 ? null : values;
+    }
+
+    private static TimeSpan? Time(IConfigurationSection s, string key, List<string> errors)
+    {
+        var text = s[key];
+        if (text is null)
+        {
+            return null;
+        }
+
+        if (TimeSpan.TryParse(text, CultureInfo.InvariantCulture, out var value))
+        {
+            return value;
+        }
+
+        errors.Add($"{s.Path}:{key}: '{text}' is not a valid TimeSpan (expected hh:mm:ss[.fff]).");
+        return null;
+    }
+
+    private static int? Int(IConfigurationSection s, string key, List<string> errors)
+    {
+        var text = s[key];
+        if (text is null)
+        {
+            return null;
+        }
+
+        if (int.TryParse(text, NumberStyles.Integer, CultureInfo.InvariantCulture, out var value))
+        {
+            return value;
+        }
+
+        errors.Add($"{s.Path}:{key}: '{text}' is not a valid integer.");
+        return null;
+    }
+
+    private static bool? Bool(IConfigurationSection s, string key, List<string> errors)
+    {
+        var text = s[key];
+        if (text is null)
+        {
+            return null;
+        }
+
+        if (bool.TryParse(text, out var value))
+        {
+            return value;
+        }
+
+        errors.Add($"{s.Path}:{key}: '{text}' is not 'true' or 'false'.");
+        return null;
+    }
+
+    private static T Enum<T>(IConfigurationSection s, string key, T fallback, List<string> errors)
+        where T : struct, Enum
+    {
+        var text = s[key];
+        if (text is null)
+        {
+            return fallback;
+        }
+
+        if (System.Enum.TryParse<T>(text, ignoreCase: true, out var value) && System.Enum.IsDefined(value))
+        {
+            return value;
+        }
+
+        errors.Add($"{s.Path}:{key}: '{text}' is not one of {string.Join(", ", System.Enum.GetNames<T>())}.");
+        return fallback;
+    }
+}

@@ -1,0 +1,123 @@
+using Microsoft.AspNetCore.Http;
+using Microsoft.Extensions.Primitives;
+
+namespace Proxy.Forwarding.Forwarder;
+
+/// <summary>
+/// Which headers a proxy must not forward, and how to copy the rest between ASP.NET Core and
+/// HttpClient messages.
+/// </summary>
+internal static class HeaderRules
+{
+    // RFC 9110 §7.6.1: Connection and the fields it names are for the immediate connection only;
+    // RFC 9113 §8.2.2 forbids these connection-specific fields in HTTP/2 entirely.
+    private static readonly HashSet<string> HopByHop = new(StringComparer.OrdinalIgnoreCase)
+    {
+        "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "TE", "Trailer",
+        "Host",
+    };
+
+    /// <summary>True when the name must never be copied in either direction.</summary>
+    public static bool IsHopByHop(string name) => HopByHop.Contains(name) || name.StartsWith(':');
+
+    /// <summary>The field names the Connection header lists (they are hop-by-hop too).</summary>
+    public static HashSet<string>? ConnectionListed(StringValues connection)
+    {
+        if (StringValues.IsNullOrEmpty(connection))
+        {
+            return null;
+        }
+
+        var names = new HashSet<string>(StringComparer.OrdinalIgnoreCase);
+        foreach (var value in connection)
+        {
+            foreach (var token in (value ?? "").Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries))
+            {
+                names.Add(token);
+            }
+        }
+
+        return names;
+    }
+
+    /// <summary>Copies the client's request headers to the backend request, minus hop-by-hop fields.</summary>
+    public static void CopyRequestHeaders(HttpContext context, HttpRequestMessage proxyRequest)
+    {
+        var headers = context.Request.Headers;
+        var listed = ConnectionListed(headers.Connection);
+        foreach (var (name, values) in headers)
+        {
+            if (IsHopByHop(name) || listed?.Contains(name) == true)
+            {
+                continue;
+            }
+
+            AddRequestHeader(proxyRequest, name, values);
+        }
+
+        // RFC 9110 §10.1.4: TE is hop-by-hop, but "trailers" must reach a gRPC backend (YARP #1191
+        // once stripped it); other codings are not ours to accept for the backend.
+        if (headers.TryGetValue("TE", out var te) && listed?.Contains("TE") != true)
+        {
+            foreach (var value in te)
+            {
+                if (value?.Split(',', StringSplitOptions.TrimEntries).Any(t => t.Equals("trailers", StringComparison.OrdinalIgnoreCase)) == true)
+                {
+                    proxyRequest.Headers.TryAddWithoutValidation("TE", "trailers");
+                    break;
+                }
+            }
+        }
+    }
+
+    /// <summary>Adds a header to the request or, when it is a content header, to its content (if any).</summary>
+    public static void AddRequestHeader(HttpRequestMessage request, string name, StringValues values)
+    {
+        if (values.Count == 1)
+        {
+            var value = values.ToString();
+            if (!request.Headers.TryAddWithoutValidation(name, value))
+            {
+                // Content headers only travel with a body: a GET without one sends no Content-Type.
+                request.Content?.Headers.TryAddWithoutValidation(name, value);
+            }
+        }
+        else
+        {
+            IEnumerable<string> all = values!;
+            if (!request.Headers.TryAddWithoutValidation(name, all))
+            {
+                request.Content?.Headers.TryAddWithoutValidation(name, all);
+            }
+        }
+    }
+
+    /// <summary>Copies the backend's response headers (and content headers) to the client response.</summary>
+    public static void CopyResponseHeaders(HttpResponseMessage response, IHeaderDictionary destination)
+    {
+        var listed = response.Headers.TryGetValues("Connection", out var connection)
+            ? ConnectionListed(new StringValues(connection.ToArray()))
+            : null;
+        Copy(response.Headers, destination, listed);
+        Copy(response.Content.Headers, destination, listed);
+    }
+
+    /// <summary>Copies the backend's trailers to the client's trailers.</summary>
+    public static void CopyTrailers(HttpResponseMessage response, IHeaderDictionary destination) =>
+        Copy(response.TrailingHeaders, destination, null);
+
+    private static void Copy(System.Net.Http.Headers.HttpHeaders source, IHeaderDictionary destination, HashSet<string>? listed)
+    {
+        foreach (var header in source.NonValidated)
+        {
+            var name = header.Key;
+            if (IsHopByHop(name) || listed?.Contains(name) == true)
+            {
+                continue;
+            }
+
+            var values = header.Value;
+            destination[name] = values.Count == 1 ? new StringValues(values.ToString()) : new StringValues(values.ToArray());
+        }
+    }
+}

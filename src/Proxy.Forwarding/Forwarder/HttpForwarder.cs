@@ -1,0 +1,318 @@
+using System.Diagnostics;
+using System.Net;
+using Microsoft.AspNetCore.Http;
+using Microsoft.AspNetCore.Http.Features;
+using Microsoft.Extensions.Logging;
+using Proxy.Forwarding.Telemetry;
+using Proxy.Forwarding.Transforms;
+
+namespace Proxy.Forwarding.Forwarder;
+
+/// <summary>The forwarder: one request in, one backend exchange, the response streamed back.</summary>
+// Stateless and shared; all per-request state lives in locals of SendCoreAsync.
+internal sealed class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMetrics metrics) : IHttpForwarder
+{
+    /// <summary>YARP's default quiet period; not applied to SSE and gRPC unless configured. Settable for tests.</summary>
+    internal TimeSpan DefaultActivityTimeout { get; set; } = TimeSpan.FromSeconds(100);
+
+    // RFC 9113 §7: the reset codes. NOTE: YARP swaps these two; CANCEL is 0x8, INTERNAL_ERROR is 0x2.
+    private const int Http2Cancel = 0x8;
+    private const int Http2InternalError = 0x2;
+
+    public async ValueTask<ForwarderError> SendAsync(HttpContext context, string destinationPrefix, HttpMessageInvoker httpClient,
+        ForwarderRequestConfig requestConfig, HttpTransformer transformer)
+    {
+        ArgumentNullException.ThrowIfNull(context);
+        ArgumentNullException.ThrowIfNull(destinationPrefix);
+        ArgumentNullException.ThrowIfNull(httpClient);
+        var start = Stopwatch.GetTimestamp();
+        var proxy = context.Features.Get<IReverseProxyFeature>();
+        metrics.RequestStarted(proxy?.ClusterId);
+        var error = ForwarderError.Request;
+        try
+        {
+            error = await SendCoreAsync(context, destinationPrefix, httpClient, requestConfig ?? ForwarderRequestConfig.Empty,
+                transformer ?? HttpTransformer.Default).ConfigureAwait(false);
+            return error;
+        }
+        finally
+        {
+            metrics.RequestEnded(proxy?.RouteId, proxy?.ClusterId, context.Response.StatusCode, error, start);
+        }
+    }
+
+    private async ValueTask<ForwarderError> SendCoreAsync(HttpContext context, string destinationPrefix, HttpMessageInvoker httpClient,
+        ForwarderRequestConfig config, HttpTransformer transformer)
+    {
+        // Step 1: classify the call and set up cancellation. gRPC is known from the request; SSE only
+        // once the response headers arrive. NOTE: long-lived streams must not inherit the 100 s
+        // activity timeout unless someone asked for it (YARP #1764 kills quiet SSE that way).
+        var isGrpc = GrpcProtocol.IsGrpc(context.Request.ContentType);
+        var deadline = config.Timeout;
+        if (isGrpc && GrpcProtocol.ParseTimeout(context.Request.Headers["grpc-timeout"]) is { } grpcTimeout
+            && (deadline is null || grpcTimeout < deadline))
+        {
+            deadline = grpcTimeout;
+        }
+
+        var activityTimeout = config.ActivityTimeout ?? (isGrpc ? Timeout.InfiniteTimeSpan : DefaultActivityTimeout);
+        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline);
+        using var requestBodyCancellation = CancellationTokenSource.CreateLinkedTokenSource(cancellation.Token);
+
+        // Step 2: build the backend request from validated pieces; the body is streamed, never buffered.
+        var proxyRequest = new HttpRequestMessage
+        {
+            Method = HttpMethod.Parse(context.Request.Method),
+            Version = config.Version ?? HttpVersion.Version20,
+            VersionPolicy = config.VersionPolicy ?? HttpVersionPolicy.RequestVersionOrLower,
+        };
+        StreamingRequestContent? requestContent = null;
+        if (HasRequestBody(context))
+        {
+            // NOTE: gRPC client streaming and bidi need every message flushed as it arrives.
+            requestContent = new StreamingRequestContent(context.Request.Body, flushEveryWrite: isGrpc, cancellation, requestBodyCancellation.Token);
+            proxyRequest.Content = requestContent;
+        }
+
+        // Step 3: transforms set the URI and copy the headers (minus hop-by-hop ones).
+        await transformer.TransformRequestAsync(context, proxyRequest, destinationPrefix, cancellation.Token).ConfigureAwait(false);
+
+        // Step 4: send, and wait only for the response headers (HttpMessageInvoker never buffers).
+        HttpResponseMessage response;
+        try
+        {
+            response = await httpClient.SendAsync(proxyRequest, cancellation.Token).ConfigureAwait(false);
+        }
+        catch (Exception ex)
+        {
+            var error = ClassifySendFailure(cancellation, requestContent);
+            ReportBeforeResponse(context, error, ex, isGrpc, cancellation.DeadlineExpired);
+            // Lets "When: Failure" response transforms decorate the error response.
+            await transformer.TransformResponseAsync(context, null, CancellationToken.None).ConfigureAwait(false);
+            return error;
+        }
+
+        using (response)
+        {
+            // Step 5: status and headers to the client.
+            context.Response.StatusCode = (int)response.StatusCode;
+            var copyBody = await transformer.TransformResponseAsync(context, response, cancellation.Token).ConfigureAwait(false);
+            context.Features.Get<IHttpResponseBodyFeature>()?.DisableBuffering();
+            if (config.ActivityTimeout is null && IsEventStream(response))
+            {
+                cancellation.SetActivityTimeout(Timeout.InfiniteTimeSpan);
+            }
+
+            // Step 6: send the headers NOW, before reading any body. NOTE: a gRPC bidi call whose
+            // server sends headers first and then waits for the client must see those headers, or
+            // both sides wait forever (YARP #2520).
+            try
+            {
+                await context.Response.StartAsync(cancellation.Token).ConfigureAwait(false);
+                // NOTE: StartAsync only commits the headers; a server may keep them in its output
+                // buffer until the first flush (Kestrel does), which is exactly the hang above. A
+                // body of known length is not a stream that waits on its peer, so its headers may
+                // ride with the first DATA write and save a packet.
+                if (response.Content.Headers.ContentLength is null)
+                {
+                    await context.Response.Body.FlushAsync(cancellation.Token).ConfigureAwait(false);
+                }
+            }
+            catch (Exception ex)
+            {
+                var error = cancellation.ClientAborted ? ForwarderError.ResponseBodyCanceled : ForwarderError.ResponseBodyClient;
+                return await FailAfterResponseStartedAsync(context, error, ex, requestContent, requestBodyCancellation).ConfigureAwait(false);
+            }
+
+            // Step 7: stream the body, flushing after every read so each SSE event leaves at once.
+            if (copyBody)
+            {
+                var (result, copyError) = await CopyResponseBodyAsync(response, context, cancellation).ConfigureAwait(false);
+                if (result != StreamCopyResult.Success)
+                {
+                    var error = ClassifyResponseBodyFailure(result, cancellation, requestContent);
+                    return await FailAfterResponseStartedAsync(context, error, copyError, requestContent, requestBodyCancellation).ConfigureAwait(false);
+                }
+            }
+
+            // Step 8: trailers (gRPC's grpc-status lives there); only available after the body.
+            await transformer.TransformResponseTrailersAsync(context, response, cancellation.Token).ConfigureAwait(false);
+        }
+
+        // Step 9: the response is complete. A request body still streaming is no longer wanted (a gRPC
+        // server may finish before the client stops sending): stop it instead of waiting on the client.
+        if (requestContent is { Started: true })
+        {
+            if (!requestContent.Completion.IsCompleted)
+            {
+                requestBodyCancellation.Cancel();
+            }
+
+            await requestContent.Completion.ConfigureAwait(false);
+        }
+
+        return ForwarderError.None;
+    }
+
+    private static async ValueTask<(StreamCopyResult, Exception?)> CopyResponseBodyAsync(HttpResponseMessage response, HttpContext context,
+        ForwardingCancellation cancellation)
+    {
+        Stream source;
+        try
+        {
+            source = await response.Content.ReadAsStreamAsync(cancellation.Token).ConfigureAwait(false);
+        }
+        catch (Exception ex)
+        {
+            return (cancellation.Token.IsCancellationRequested ? StreamCopyResult.Canceled : StreamCopyResult.InputError, ex);
+        }
+
+        await using (source.ConfigureAwait(false))
+        {
+            var (result, error, _) = await StreamCopier.CopyAsync(source, context.Response.Body, flushEveryWrite: true, cancellation, cancellation.Token)
+                .ConfigureAwait(false);
+            return (result, error);
+        }
+    }
+
+    private static bool HasRequestBody(HttpContext context)
+    {
+        // The server knows best (HTTP/2: no END_STREAM on HEADERS; HTTP/1.1: Content-Length > 0 or chunked).
+        if (context.Features.Get<IHttpRequestBodyDetectionFeature>() is { } detection)
+        {
+            return detection.CanHaveBody;
+        }
+
+        return context.Request.ContentLength > 0 || context.Request.Headers.ContainsKey("Transfer-Encoding");
+    }
+
+    private static bool IsEventStream(HttpResponseMessage response) =>
+        string.Equals(response.Content.Headers.ContentType?.MediaType, "text/event-stream", StringComparison.OrdinalIgnoreCase);
+
+    private static ForwarderError ClassifySendFailure(ForwardingCancellation cancellation, StreamingRequestContent? content)
+    {
+        if (content is { Started: true } && content.Completion.IsCompletedSuccessfully)
+        {
+            var bodyResult = content.Completion.Result.Result;
+            if (bodyResult == StreamCopyResult.InputError)
+            {
+                return ForwarderError.RequestBodyClient;
+            }
+
+            if (bodyResult == StreamCopyResult.OutputError)
+            {
+                return ForwarderError.RequestBodyDestination;
+            }
+        }
+
+        if (cancellation.ClientAborted)
+        {
+            return ForwarderError.RequestCanceled;
+        }
+
+        return cancellation.TimedOut ? ForwarderError.RequestTimedOut : ForwarderError.Request;
+    }
+
+    private static ForwarderError ClassifyResponseBodyFailure(StreamCopyResult result, ForwardingCancellation cancellation, StreamingRequestContent? content)
+    {
+        // Over HTTP/2 a failing request body resets the backend stream, which surfaces here.
+        if (content is { Started: true } && content.Completion.IsCompletedSuccessfully)
+        {
+            var bodyResult = content.Completion.Result.Result;
+            if (bodyResult == StreamCopyResult.InputError)
+            {
+                return ForwarderError.RequestBodyClient;
+            }
+
+            if (bodyResult == StreamCopyResult.OutputError)
+            {
+                return ForwarderError.RequestBodyDestination;
+            }
+        }
+
+        return result switch
+        {
+            _ when cancellation.ClientAborted => ForwarderError.ResponseBodyCanceled,
+            _ when cancellation.TimedOut => ForwarderError.ResponseBodyTimedOut,
+            StreamCopyResult.OutputError => ForwarderError.ResponseBodyClient,
+            _ => ForwarderError.ResponseBodyDestination,
+        };
+    }
+
+    /// <summary>Nothing was sent to the client yet: answer with a status (or a gRPC status).</summary>
+    private void ReportBeforeResponse(HttpContext context, ForwarderError error, Exception? exception, bool isGrpc, bool deadlineExpired)
+    {
+        context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception));
+        var response = context.Response;
+        if (!response.HasStarted)
+        {
+            response.Clear();
+            if (isGrpc)
+            {
+                var (status, message) = error switch
+                {
+                    ForwarderError.RequestTimedOut when deadlineExpired => (GrpcProtocol.StatusDeadlineExceeded, "Deadline exceeded while waiting for the backend."),
+                    ForwarderError.RequestTimedOut => (GrpcProtocol.StatusUnavailable, "The backend did not respond in time."),
+                    ForwarderError.RequestBodyClient => (GrpcProtocol.StatusInternal, "Reading the request body failed."),
+                    _ => (GrpcProtocol.StatusUnavailable, "The backend is unavailable."),
+                };
+                GrpcProtocol.SetTrailersOnlyResponse(response, status, message);
+            }
+            else
+            {
+                response.StatusCode = StatusFor(error);
+            }
+        }
+
+        Log.Outcome(logger, error, context, exception);
+    }
+
+    internal static int StatusFor(ForwarderError error) => error switch
+    {
+        ForwarderError.RequestTimedOut => StatusCodes.Status504GatewayTimeout,
+        ForwarderError.RequestBodyClient => StatusCodes.Status400BadRequest,
+        ForwarderError.NoAvailableDestinations or ForwarderError.QueueTimeout or ForwarderError.QueueFull => StatusCodes.Status503ServiceUnavailable,
+        _ => StatusCodes.Status502BadGateway,
+    };
+
+    /// <summary>
+    /// Headers already went out: the only honest signal left is to break the client's stream, so it
+    /// cannot mistake a truncated body for a complete one.
+    /// </summary>
+    private async ValueTask<ForwarderError> FailAfterResponseStartedAsync(HttpContext context, ForwarderError error, Exception? exception,
+        StreamingRequestContent? requestContent, CancellationTokenSource requestBodyCancellation)
+    {
+        context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception));
+        Log.Outcome(logger, error, context, exception);
+
+        // RFC 9113 §8.1: a stream that cannot complete is reset. CANCEL when the exchange was
+        // abandoned (client gone, timeout), INTERNAL_ERROR when the backend broke it.
+        var code = error is ForwarderError.ResponseBodyDestination or ForwarderError.RequestBodyDestination ? Http2InternalError : Http2Cancel;
+        var reset = context.Features.Get<IHttpResetFeature>();
+        if (reset is not null)
+        {
+            Log.AbortingClient(logger, code == Http2Cancel ? "RST_STREAM(CANCEL)" : "RST_STREAM(INTERNAL_ERROR)", error);
+            reset.Reset(code);
+        }
+        else
+        {
+            Log.AbortingClient(logger, "connection abort", error);
+            context.Abort();
+        }
+
+        if (requestContent is { Started: true })
+        {
+            requestBodyCancellation.Cancel();
+            try
+            {
+                await requestContent.Completion.ConfigureAwait(false);
+            }
+            catch (Exception)
+            {
+                // The outcome is already decided; the body copy only has to stop.
+            }
+        }
+
+        return error;
+    }
+}

@@ -1,0 +1,113 @@
+using System.Diagnostics;
+using System.Globalization;
+using Microsoft.AspNetCore.Http;
+using Microsoft.Extensions.Logging;
+using Proxy.Forwarding.BackendPools;
+using Proxy.Forwarding.Configuration;
+using Proxy.Forwarding.Forwarder;
+using Proxy.Forwarding.Telemetry;
+
+namespace Proxy.Forwarding.Routing;
+
+/// <summary>
+/// The request delegate of every proxy endpoint: cluster lookup, destination choice, admission,
+/// then the forwarder. Refusals (no destination, queue timeout) are answered here with a 503 and
+/// a reason, or UNAVAILABLE for gRPC.
+/// </summary>
+// Stateless and shared.
+internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwarder forwarder, ForwardingMetrics metrics, ILogger<ProxyEndpointHandler> logger)
+{
+    /// <summary>How long a passively failed destination is skipped when not configured (YARP's value).</summary>
+    public static readonly TimeSpan DefaultReactivationPeriod = TimeSpan.FromMinutes(2);
+
+    public async Task InvokeAsync(HttpContext context)
+    {
+        var route = context.GetEndpoint()?.Metadata.GetMetadata<RouteState>()
+            ?? throw new InvalidOperationException("A proxy endpoint has no RouteState metadata.");
+        var clusterId = route.Config.ClusterId!;
+        var feature = new ReverseProxyFeature(route.RouteId, clusterId);
+        context.Features.Set<IReverseProxyFeature>(feature);
+
+        // The cluster is looked up per request, so a reloaded cluster serves unchanged routes at once.
+        if (!manager.Current.Clusters.TryGetValue(clusterId, out var cluster))
+        {
+            await RefuseAsync(context, feature, ForwarderError.NoAvailableDestinations, $"Cluster '{clusterId}' no longer exists.");
+            return;
+        }
+
+        var available = cluster.AvailableDestinations();
+        var destination = available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(context, cluster, available);
+        if (destination is null)
+        {
+            await RefuseAsync(context, feature, ForwarderError.NoAvailableDestinations, $"Cluster '{clusterId}' has no available destination.");
+            return;
+        }
+
+        feature.DestinationId = destination.DestinationId;
+        var gate = destination.Gate;
+        AdmissionResult admission;
+        try
+        {
+            admission = await gate.AcquireAsync(
+                gate.IsBounded ? delta => metrics.QueueChanged(clusterId, destination.DestinationId, delta) : null,
+                context.RequestAborted);
+        }
+        catch (OperationCanceledException) when (context.RequestAborted.IsCancellationRequested)
+        {
+            return; // The client left while queued; there is nobody to answer.
+        }
+
+        if (admission != AdmissionResult.Admitted)
+        {
+            var reason = admission == AdmissionResult.QueueFull
+                ? $"Destination '{destination.DestinationId}' of cluster '{clusterId}' is at capacity and its queue is full."
+                : $"Destination '{destination.DestinationId}' of cluster '{clusterId}' had no free slot within {gate.QueueTimeout.TotalMilliseconds.ToString(CultureInfo.InvariantCulture)} ms.";
+            await RefuseAsync(context, feature, admission == AdmissionResult.QueueFull ? ForwarderError.QueueFull : ForwarderError.QueueTimeout, reason);
+            return;
+        }
+
+        destination.RequestStarted();
+        try
+        {
+            var config = cluster.RequestConfig with
+            {
+                ActivityTimeout = route.Config.ActivityTimeout ?? cluster.RequestConfig.ActivityTimeout,
+                Timeout = route.Config.Timeout,
+            };
+            var error = await forwarder.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer);
+            // Passive health: a destination that refuses connections or breaks requests is sat out
+            // for the reactivation period instead of failing every Nth request.
+            if (error is ForwarderError.Request or ForwarderError.RequestTimedOut && cluster.Config.HealthCheck?.Passive is { Enabled: true } passive)
+            {
+                destination.MarkPassiveFailure(passive.ReactivationPeriod ?? DefaultReactivationPeriod);
+            }
+        }
+        finally
+        {
+            destination.RequestEnded();
+            gate.Release();
+        }
+    }
+
+    private async Task RefuseAsync(HttpContext context, ReverseProxyFeature feature, ForwarderError error, string reason)
+    {
+        var start = Stopwatch.GetTimestamp();
+        metrics.RequestStarted(feature.ClusterId);
+        context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, null));
+        var response = context.Response;
+        if (GrpcProtocol.IsGrpc(context.Request.ContentType))
+        {
+            GrpcProtocol.SetTrailersOnlyResponse(response, GrpcProtocol.StatusUnavailable, reason);
+        }
+        else
+        {
+            // An explicit reason beats a bare 503: the operator sees which pool is too small.
+            response.StatusCode = StatusCodes.Status503ServiceUnavailable;
+            response.ContentType = "text/plain; charset=utf-8";
+            await response.WriteAsync(reason + "\n", context.RequestAborted);
+        }
+
+        Log.ForwardingFailed(logger, error, feature.RouteId, feature.ClusterId, feature.DestinationId, response.StatusCode, null);
+        metrics.RequestEnded(feature.RouteId, feature.ClusterId, response.StatusCode, error, start);
+    }
+}

@@ -1,0 +1,63 @@
+using Microsoft.AspNetCore.Http;
+using Microsoft.AspNetCore.Http.Features;
+using Proxy.Forwarding.Forwarder;
+
+namespace Proxy.Forwarding.Transforms;
+
+/// <summary>
+/// Shapes the backend request and the client response. The default copies headers (minus hop-by-hop
+/// fields), targets <c>destinationPrefix + Path + Query</c>, and copies response headers and trailers.
+/// Derive from it for one-off routes of the direct <see cref="IHttpForwarder"/> API.
+/// </summary>
+public class HttpTransformer
+{
+    /// <summary>The plain transformer: copy everything that may be copied, change nothing.</summary>
+    public static HttpTransformer Default { get; } = new();
+
+    /// <summary>Creates a transformer; derive to customise.</summary>
+    protected HttpTransformer()
+    {
+    }
+
+    /// <summary>Called before the request is sent: set headers, <c>RequestUri</c>, version.</summary>
+    public virtual ValueTask TransformRequestAsync(HttpContext httpContext, HttpRequestMessage proxyRequest, string destinationPrefix, CancellationToken cancellationToken)
+    {
+        HeaderRules.CopyRequestHeaders(httpContext, proxyRequest);
+        proxyRequest.RequestUri ??= MakeDestinationAddress(destinationPrefix, httpContext.Request.Path, httpContext.Request.QueryString);
+        return ValueTask.CompletedTask;
+    }
+
+    /// <summary>
+    /// Called when the backend's response headers arrive (or with null when there is no response).
+    /// Return false to skip copying the response body.
+    /// </summary>
+    public virtual ValueTask<bool> TransformResponseAsync(HttpContext httpContext, HttpResponseMessage? proxyResponse, CancellationToken cancellationToken)
+    {
+        if (proxyResponse is not null)
+        {
+            HeaderRules.CopyResponseHeaders(proxyResponse, httpContext.Response.Headers);
+        }
+
+        return ValueTask.FromResult(true);
+    }
+
+    /// <summary>Called after the response body: copies the trailers when the client can receive them.</summary>
+    public virtual ValueTask TransformResponseTrailersAsync(HttpContext httpContext, HttpResponseMessage proxyResponse, CancellationToken cancellationToken)
+    {
+        var trailers = httpContext.Features.Get<IHttpResponseTrailersFeature>();
+        if (trailers?.Trailers is { IsReadOnly: false } destination)
+        {
+            HeaderRules.CopyTrailers(proxyResponse, destination);
+        }
+
+        return ValueTask.CompletedTask;
+    }
+
+    /// <summary>Joins a destination prefix (which may carry a base path) with a request path and query.</summary>
+    public static Uri MakeDestinationAddress(string destinationPrefix, PathString path, QueryString query)
+    {
+        var prefix = destinationPrefix.EndsWith('/') ? destinationPrefix[..^1] : destinationPrefix;
+        var pathText = path.HasValue ? path.ToUriComponent() : "/";
+        return new Uri(prefix + pathText + query.ToUriComponent(), UriKind.Absolute);
+    }
+}

@@ -1,0 +1,65 @@
+using Microsoft.AspNetCore.Http;
+using Microsoft.AspNetCore.Http.Features;
+using Proxy.Forwarding.Forwarder;
+
+namespace Proxy.Forwarding.Transforms;
+
+/// <summary>The transformer of a configured route: header copy, then the route's transforms in order.</summary>
+// Immutable; shared by all requests of one route.
+internal sealed class StructuredTransformer(
+    bool copyRequestHeaders,
+    bool useOriginalHost,
+    IReadOnlyList<RequestTransform> requestTransforms,
+    IReadOnlyList<ResponseHeaderTransform> responseTransforms) : HttpTransformer
+{
+    public override ValueTask TransformRequestAsync(HttpContext httpContext, HttpRequestMessage proxyRequest, string destinationPrefix, CancellationToken cancellationToken)
+    {
+        if (copyRequestHeaders)
+        {
+            HeaderRules.CopyRequestHeaders(httpContext, proxyRequest);
+        }
+
+        var context = new RequestTransformContext(httpContext, proxyRequest, destinationPrefix);
+        foreach (var transform in requestTransforms)
+        {
+            transform.Apply(context);
+        }
+
+        proxyRequest.RequestUri = MakeDestinationAddress(destinationPrefix, context.Path, context.QueryString);
+        if (useOriginalHost && httpContext.Request.Host.HasValue)
+        {
+            proxyRequest.Headers.Host = httpContext.Request.Host.Value;
+        }
+
+        return ValueTask.CompletedTask;
+    }
+
+    public override async ValueTask<bool> TransformResponseAsync(HttpContext httpContext, HttpResponseMessage? proxyResponse, CancellationToken cancellationToken)
+    {
+        var copyBody = await base.TransformResponseAsync(httpContext, proxyResponse, cancellationToken).ConfigureAwait(false);
+        foreach (var transform in responseTransforms)
+        {
+            if (!transform.IsTrailer)
+            {
+                transform.Apply(httpContext, httpContext.Response.Headers, proxyResponse);
+            }
+        }
+
+        return copyBody;
+    }
+
+    public override async ValueTask TransformResponseTrailersAsync(HttpContext httpContext, HttpResponseMessage proxyResponse, CancellationToken cancellationToken)
+    {
+        await base.TransformResponseTrailersAsync(httpContext, proxyResponse, cancellationToken).ConfigureAwait(false);
+        if (httpContext.Features.Get<IHttpResponseTrailersFeature>()?.Trailers is { IsReadOnly: false } trailers)
+        {
+            foreach (var transform in responseTransforms)
+            {
+                if (transform.IsTrailer)
+                {
+                    transform.Apply(httpContext, trailers, proxyResponse);
+                }
+            }
+        }
+    }
+}

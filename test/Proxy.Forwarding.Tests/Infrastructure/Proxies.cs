@@ -1,0 +1,43 @@
+using Microsoft.AspNetCore.Builder;
+using Microsoft.Extensions.Configuration;
+using Microsoft.Extensions.DependencyInjection;
+
+namespace Proxy.Forwarding.Tests.Infrastructure;
+
+/// <summary>Shortcuts for the common shapes: one backend behind one configured proxy.</summary>
+public static class Proxies
+{
+    public static Task<TestApp> StartConfiguredAsync(ProxyConfigDictionary config, TestProtocol protocol = TestProtocol.Http1) =>
+        ProxyTestHost.StartProxyAsync(
+            b =>
+            {
+                b.Configuration.AddInMemoryCollection(config);
+                b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+            },
+            app => app.MapProxyForwarding(),
+            protocol);
+
+    /// <summary>A proxy with one catch-all route to one destination.</summary>
+    public static Task<TestApp> StartForAsync(TestApp backend, TestProtocol clientProtocol = TestProtocol.Http1, bool h2cBackend = false,
+        Action<ProxyConfigDictionary>? extra = null)
+    {
+        var config = new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", backend.Url);
+        if (h2cBackend)
+        {
+            config.H2c("c1");
+        }
+
+        extra?.Invoke(config);
+        return StartConfiguredAsync(config, clientProtocol);
+    }
+
+    /// <summary>A loopback address nobody listens on.</summary>
+    public static string DeadAddress()
+    {
+        using var listener = new System.Net.Sockets.TcpListener(System.Net.IPAddress.Loopback, 0);
+        listener.Start();
+        var port = ((System.Net.IPEndPoint)listener.LocalEndpoint).Port;
+        listener.Stop();
+        return $"http://127.0.0.1:{port}/";
+    }
+}

@@ -1,0 +1,83 @@
+using System.Net;
+using Microsoft.AspNetCore.Builder;
+using Microsoft.AspNetCore.Hosting;
+using Microsoft.AspNetCore.Hosting.Server.Features;
+using Microsoft.AspNetCore.Server.Kestrel.Core;
+using Microsoft.Extensions.DependencyInjection;
+using Microsoft.Extensions.Hosting;
+using Microsoft.Extensions.Logging;
+
+namespace Proxy.Forwarding.Tests.Infrastructure;
+
+/// <summary>What a test server's single loopback listener speaks (h2 = h2c with prior knowledge).</summary>
+public enum TestProtocol
+{
+    Http1,
+    Http2,
+}
+
+/// <summary>A started app on 127.0.0.1 with a random port.</summary>
+public sealed class TestApp(WebApplication app, Uri baseAddress, TestProtocol protocol) : IAsyncDisposable
+{
+    public WebApplication App { get; } = app;
+
+    public Uri BaseAddress { get; } = baseAddress;
+
+    public string Url => BaseAddress.ToString();
+
+    public IServiceProvider Services => App.Services;
+
+    /// <summary>An HttpClient speaking the listener's protocol (HTTP/2 with prior knowledge for h2c).</summary>
+    public HttpClient CreateClient(TimeSpan? timeout = null) => new(new SocketsHttpHandler { UseCookies = false, AllowAutoRedirect = false, UseProxy = false })
+    {
+        BaseAddress = BaseAddress,
+        DefaultRequestVersion = protocol == TestProtocol.Http2 ? HttpVersion.Version20 : HttpVersion.Version11,
+        DefaultVersionPolicy = HttpVersionPolicy.RequestVersionExact,
+        Timeout = timeout ?? TimeSpan.FromSeconds(20),
+    };
+
+    public async ValueTask DisposeAsync()
+    {
+        await App.StopAsync(TimeSpan.FromSeconds(2)).ConfigureAwait(false);
+        await App.DisposeAsync().ConfigureAwait(false);
+    }
+}
+
+/// <summary>
+/// The one place that decides which server hosts the proxy under test. Today Kestrel; the lead runs
+/// the same suite on our server by changing <see cref="UseServer"/> only.
+/// </summary>
+public static class ProxyTestHost
+{
+    /// <summary>Starts a proxy app: configure services/config, then map endpoints (usually MapProxyForwarding).</summary>
+    public static Task<TestApp> StartProxyAsync(Action<WebApplicationBuilder> configure, Action<WebApplication> map, TestProtocol protocol = TestProtocol.Http1) =>
+        StartAsync(configure, map, protocol, UseServer);
+
+    /// <summary>Starts a backend. Backends always run on Kestrel: they are the fixed reference peer.</summary>
+    public static Task<TestApp> StartBackendAsync(Action<WebApplication> map, TestProtocol protocol = TestProtocol.Http1) =>
+        StartAsync(_ => { }, map, protocol, UseKestrel);
+
+    private static void UseServer(WebApplicationBuilder builder, TestProtocol protocol) => UseKestrel(builder, protocol);
+
+    private static void UseKestrel(WebApplicationBuilder builder, TestProtocol protocol) =>
+        builder.WebHost.UseKestrel(o =>
+        {
+            o.Limits.MaxRequestBodySize = null;
+            o.Listen(IPAddress.Loopback, 0, l => l.Protocols = protocol == TestProtocol.Http2 ? HttpProtocols.Http2 : HttpProtocols.Http1);
+        });
+
+    private static async Task<TestApp> StartAsync(Action<WebApplicationBuilder> configure, Action<WebApplication> map, TestProtocol protocol,
+        Action<WebApplicationBuilder, TestProtocol> useServer)
+    {
+        var builder = WebApplication.CreateSlimBuilder();
+        builder.Logging.ClearProviders();
+        useServer(builder, protocol);
+        configure(builder);
+        var app = builder.Build();
+        map(app);
+        await app.StartAsync().ConfigureAwait(false);
+        var address = app.Services.GetRequiredService<Microsoft.AspNetCore.Hosting.Server.IServer>()
+            .Features.Get<IServerAddressesFeature>()!.Addresses.First();
+        return new TestApp(app, new Uri(address.Replace("[::]", "127.0.0.1", StringComparison.Ordinal) + "/"), protocol);
+    }
+}
