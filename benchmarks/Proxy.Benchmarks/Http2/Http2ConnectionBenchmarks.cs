@@ -11,6 +11,7 @@ namespace Proxy.Benchmarks.Http2;
 /// </summary>
 // Owned by the benchmark thread.
 [MemoryDiagnoser]
+[OperationsPerSecond]
 public class Http2ConnectionBenchmarks
 {
     /// <summary>Divisible by every <see cref="Concurrency"/> value: 280 sequential calls, 35 waves of 8, 4 waves of 70.</summary>
