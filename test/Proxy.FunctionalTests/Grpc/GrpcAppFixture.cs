@@ -1,3 +1,4 @@
+using Proxy.Demo.Grpc;
 using Microsoft.AspNetCore.Builder;
 using Proxy.FunctionalTests.Hosting;
 

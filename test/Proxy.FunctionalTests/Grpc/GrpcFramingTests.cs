@@ -1,7 +1,8 @@
 using System.Net;
 using System.Net.Http.Headers;
 using Google.Protobuf;
-using Proxy.FunctionalTests.Grpc.Echo;
+using Proxy.Demo.Grpc.Echo;
+using Proxy.Demo.Grpc;
 using Proxy.FunctionalTests.Hosting;
 
 namespace Proxy.FunctionalTests.Grpc;

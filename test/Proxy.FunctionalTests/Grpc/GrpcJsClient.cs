@@ -1,3 +1,4 @@
+using Proxy.Demo.Grpc;
 using System.Text.Json;
 using Proxy.FunctionalTests.Hosting;
 using Proxy.Testing.Interop;

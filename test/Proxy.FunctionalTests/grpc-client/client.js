@@ -25,7 +25,7 @@ function parseArgs(argv) {
 }
 
 function createClient(options) {
-  const definition = protoLoader.loadSync(path.join(__dirname, '..', 'Grpc', 'echo.proto'), {
+  const definition = protoLoader.loadSync(path.join(__dirname, '..', '..', '..', 'src', 'Proxy.Demo', 'Grpc', 'echo.proto'), {
     keepCase: true, longs: String, enums: String, defaults: true, oneofs: true,
   });
   const proto = grpc.loadPackageDefinition(definition).proxy.interop;

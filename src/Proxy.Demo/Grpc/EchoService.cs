@@ -1,9 +1,9 @@
 using System.Collections.Concurrent;
 using Google.Protobuf;
 using Microsoft.AspNetCore.Routing;
-using Proxy.FunctionalTests.Grpc.Echo;
+using Proxy.Demo.Grpc.Echo;
 
-namespace Proxy.FunctionalTests.Grpc;
+namespace Proxy.Demo.Grpc;
 
 /// <summary>
 /// The echo service of echo.proto on our framing layer, plus what the server saw of each Wait call

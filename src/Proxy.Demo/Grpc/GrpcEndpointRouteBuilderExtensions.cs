@@ -3,7 +3,7 @@ using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Routing;
 
-namespace Proxy.FunctionalTests.Grpc;
+namespace Proxy.Demo.Grpc;
 
 /// <summary>
 /// Maps gRPC methods as plain ASP.NET Core endpoints at POST /{service}/{method}: our own small stand-in for

@@ -1,7 +1,7 @@
 using Google.Protobuf;
 using Microsoft.AspNetCore.Http;
 
-namespace Proxy.FunctionalTests.Grpc;
+namespace Proxy.Demo.Grpc;
 
 /// <summary>
 /// One gRPC call on the server: its deadline, its cancellation, its request metadata and the streams of

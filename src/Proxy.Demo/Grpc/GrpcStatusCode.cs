@@ -1,4 +1,4 @@
-namespace Proxy.FunctionalTests.Grpc;
+namespace Proxy.Demo.Grpc;
 
 /// <summary>gRPC status codes (grpc/grpc doc/statuscodes.md), carried in the grpc-status trailer.</summary>
 public enum GrpcStatusCode
