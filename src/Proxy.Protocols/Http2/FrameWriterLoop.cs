@@ -32,14 +32,19 @@ internal sealed class FrameWriterLoop
     private readonly Queue<Http2Stream> _ready = new();
     private readonly List<Http2Stream> _connectionBlocked = new();
     private readonly HashSet<Http2Stream> _streamsWithWindow = new();
+    private readonly TimeProvider _time;
+    private ITimer? _flushTimer;
+    private int _flushTimedOut; // set by the flush timer (any thread)
 
     private long _connectionWindow = DefaultWindow;
     private int _peerInitialWindow = DefaultWindow;
     private int _peerMaxFrameSize = 16_384;
     private bool _transportClosed;
+    private volatile bool _dropStreamOutput; // set by the read loop when the connection closes
 
-    public FrameWriterLoop(Http2Connection connection, Http2Options options, ChannelReader<WriterMessage> messages, PipeWriter output)
+    public FrameWriterLoop(Http2Connection connection, Http2Options options, ChannelReader<WriterMessage> messages, PipeWriter output, TimeProvider time)
     {
+        _time = time;
         _connection = connection;
         _options = options;
         _messages = messages;
@@ -49,6 +54,10 @@ internal sealed class FrameWriterLoop
 
     public async Task RunAsync()
     {
+        if (_options.WriteTimeout != Timeout.InfiniteTimeSpan)
+        {
+            _flushTimer = _time.CreateTimer(static state => ((FrameWriterLoop)state!).OnFlushTimeout(), this, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+        }
         try
         {
             WriteOurSettings();
@@ -92,18 +101,54 @@ internal sealed class FrameWriterLoop
         }
         finally
         {
+            _flushTimer?.Dispose();
             StopAllStreams();
         }
     }
 
+    /// <summary>
+    /// One transport flush. A flush that waits longer than <see cref="Http2Options.WriteTimeout"/> means the peer
+    /// stopped reading (slow-read DoS): the flush is cancelled and the connection aborted, so neither the bytes
+    /// queued behind it nor the handlers waiting on it are held forever.
+    /// </summary>
     private async ValueTask FlushAsync()
     {
-        var result = await _output.Inner.FlushAsync();
+        var flush = _output.Inner.FlushAsync();
+        FlushResult result;
+        if (flush.IsCompleted || _flushTimer is null)
+        {
+            result = await flush;
+        }
+        else
+        {
+            _flushTimer.Change(_options.WriteTimeout, Timeout.InfiniteTimeSpan);
+            try
+            {
+                result = await flush;
+            }
+            finally
+            {
+                _flushTimer.Change(Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+            }
+        }
         _output.Unflushed = 0;
+        if (Volatile.Read(ref _flushTimedOut) == 1)
+        {
+            throw new TimeoutException("The peer did not read the connection's output within the write timeout.");
+        }
         if (result.IsCompleted || result.IsCanceled)
         {
             _transportClosed = true;
         }
+    }
+
+    /// <summary>Read loop, closing: write no more HEADERS or DATA (every stream is being aborted); control frames and GOAWAY still go.</summary>
+    internal void DropStreamOutput() => _dropStreamOutput = true;
+
+    private void OnFlushTimeout()
+    {
+        Volatile.Write(ref _flushTimedOut, 1);
+        _output.Inner.CancelPendingFlush();
     }
 
     /// <summary>RFC 9113 §3.4: the server preface is a SETTINGS frame, sent first; then the connection window is raised (§6.9.2).</summary>
@@ -303,7 +348,7 @@ internal sealed class FrameWriterLoop
     /// <summary>Writes the stream's HEADERS (once) and at most one DATA frame. Returns true when it has more ready now.</summary>
     private bool ServiceStream(Http2Stream stream)
     {
-        if (stream.OutputStopped || stream.AbortRequested)
+        if (stream.OutputStopped || stream.AbortRequested || _dropStreamOutput)
         {
             return false;
         }

@@ -226,8 +226,8 @@ public sealed partial class Http2Connection
             return;
         }
         // RFC 9113 §5.1.2: beyond SETTINGS_MAX_CONCURRENT_STREAMS the stream is refused (REFUSED_STREAM), counted
-        // toward the rapid-reset budget by ResetStream.
-        if (_streams.Count >= _options.MaxConcurrentStreams)
+        // toward the rapid-reset budget by ResetStream. Reset streams whose handler still runs hold their slot.
+        if (_activeStreams >= _options.MaxConcurrentStreams)
         {
             throw new Http2StreamException(streamId, "Too many concurrent streams.", Http2ErrorCode.RefusedStream, "max_concurrent_streams");
         }
@@ -235,6 +235,7 @@ public sealed partial class Http2Connection
         stream.InitializeRequest(_headerCollector, endStream);
         _streams.Add(streamId, stream);
         _liveHandlers.Add(stream);
+        _activeStreams++;
         UpdateIdleTimeout();
         // The app runs on the thread pool, never on the read loop.
         ThreadPool.UnsafeQueueUserWorkItem(stream, preferLocal: false);

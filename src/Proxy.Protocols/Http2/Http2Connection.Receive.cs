@@ -1,3 +1,4 @@
+using System.Diagnostics.CodeAnalysis;
 using Proxy.Codecs.Http2;
 
 namespace Proxy.Protocols.Http2;
@@ -89,9 +90,7 @@ public sealed partial class Http2Connection
                     OnOutputEnded(e.Stream!, e.WasReset);
                     break;
                 case ReadLoopEventKind.HandlerFinished:
-                    e.Stream!.HandlerFinished = true;
-                    _liveHandlers.Remove(e.Stream);
-                    ResetIfRequestUnfinished(e.Stream);
+                    OnHandlerFinished(e.Stream!);
                     break;
                 case ReadLoopEventKind.ProtocolError when e.Exception is Http2ConnectionException connectionError:
                     throw connectionError;
@@ -289,11 +288,12 @@ public sealed partial class Http2Connection
         {
             throw new Http2ConnectionException("RST_STREAM on an idle stream.", Http2ErrorCode.ProtocolError, "rst_idle_stream");
         }
-        if (_streams.Remove(header.StreamId, out var stream))
+        if (TakeStream(header.StreamId, out var stream))
         {
             stream.State = Http2StreamStateMachine.OnReset(stream.State);
+            // Releases an app waiting in FlushAsync now, not when the (possibly stuck) writer gets to the stream.
             stream.AbortFromConnection("The client reset the stream.");
-            EnqueueFromProducer(WriterMessage.StopStream(stream));
+            EnqueueControl(WriterMessage.StopStream(stream));
             CountReset(); // CVE-2023-44487 rapid reset
             AfterStreamClosed();
         }
@@ -418,7 +418,7 @@ public sealed partial class Http2Connection
     private void ResetStream(Http2StreamException error)
     {
         CountReset(); // MadeYouReset (CVE-2025-8671): resets the peer provokes count too
-        if (_streams.Remove(error.StreamId, out var stream))
+        if (TakeStream(error.StreamId, out var stream))
         {
             stream.State = Http2StreamStateMachine.OnReset(stream.State);
             stream.AbortFromConnection(error.Message);
@@ -442,7 +442,7 @@ public sealed partial class Http2Connection
         if (wasReset)
         {
             // The app aborted (or the writer reset) the stream: closed, and we ignore the peer's frames for it.
-            _streams.Remove(stream.StreamId);
+            RemoveStream(stream);
             stream.State = Http2StreamStateMachine.OnReset(stream.State);
             stream.AbortFromConnection("The stream was reset.");
             RememberReset(stream.StreamId);
@@ -467,20 +467,51 @@ public sealed partial class Http2Connection
     private void ResetIfRequestUnfinished(Http2Stream stream)
     {
         if (!stream.HandlerFinished || !stream.OutputEnded || stream.State != Http2StreamState.HalfClosedLocal
-            || !_streams.Remove(stream.StreamId))
+            || !RemoveStream(stream))
         {
             return;
         }
         stream.State = Http2StreamStateMachine.OnReset(stream.State);
         stream.EndRequestBody();
-        EnqueueFromProducer(WriterMessage.RstStream(stream.StreamId, null, Http2ErrorCode.NoError, isControl: false));
+        EnqueueControl(WriterMessage.RstStream(stream.StreamId, null, Http2ErrorCode.NoError, isControl: true));
         RememberReset(stream.StreamId);
         AfterStreamClosed();
     }
 
+    /// <summary>
+    /// Removes a stream from the table. Its concurrency slot is freed only once its handler also finished:
+    /// a reset stream whose handler still runs keeps costing memory and a task (RFC 9113 §5.1.2 counts open
+    /// streams; like Kestrel and Go we also count the app's work, so a client cannot reset its way past the limit).
+    /// </summary>
+    private bool TakeStream(int streamId, [MaybeNullWhen(false)] out Http2Stream stream)
+    {
+        if (!_streams.Remove(streamId, out stream))
+        {
+            return false;
+        }
+        if (stream.HandlerFinished)
+        {
+            _activeStreams--;
+        }
+        return true;
+    }
+
+    private bool RemoveStream(Http2Stream stream) => TakeStream(stream.StreamId, out _);
+
+    private void OnHandlerFinished(Http2Stream stream)
+    {
+        stream.HandlerFinished = true;
+        _liveHandlers.Remove(stream);
+        if (!_streams.TryGetValue(stream.StreamId, out var current) || current != stream)
+        {
+            _activeStreams--; // already out of the table: the slot is free now
+        }
+        ResetIfRequestUnfinished(stream);
+    }
+
     private void RemoveClosedStream(Http2Stream stream)
     {
-        _streams.Remove(stream.StreamId);
+        RemoveStream(stream);
         AfterStreamClosed();
     }
 

@@ -35,6 +35,8 @@ public sealed partial class Http2Connection
     // ---- Owned by the read loop ----
     private readonly Dictionary<int, Http2Stream> _streams = new();
     private readonly HashSet<Http2Stream> _liveHandlers = new();
+    /// <summary>Streams that hold a SETTINGS_MAX_CONCURRENT_STREAMS slot: in the table, or reset but their handler still runs.</summary>
+    private int _activeStreams;
     private readonly Queue<int> _recentlyResetOrder = new();
     private readonly HashSet<int> _recentlyReset = new();
     private readonly HpackDecoder _decoder;
@@ -63,6 +65,7 @@ public sealed partial class Http2Connection
     private int _queuedControlFrames;
     private int _connectionReceiveWindow;
     private int _pendingConnectionCredit;
+    private volatile bool _writerChannelCompleted;
 
     public Http2Connection(IDuplexPipe transport, Http2Options options, IHttpRequestHandler handler, ConnectionMetadata meta, TimeProvider time)
     {
@@ -87,7 +90,7 @@ public sealed partial class Http2Connection
             FullMode = BoundedChannelFullMode.Wait,
             AllowSynchronousContinuations = false,
         });
-        _writer = new FrameWriterLoop(this, options, _writerChannel.Reader, _output);
+        _writer = new FrameWriterLoop(this, options, _writerChannel.Reader, _output, _time);
     }
 
     /// <summary>The connection's metadata, as given by the host.</summary>
@@ -128,9 +131,16 @@ public sealed partial class Http2Connection
         }
         finally
         {
-            await CloseAsync(goAway);
-            _timer.Dispose();
-            _processCompleted.TrySetResult();
+            try
+            {
+                await CloseAsync(goAway);
+            }
+            finally
+            {
+                // Even if closing failed, ShutdownAsync must not wait forever.
+                _timer.Dispose();
+                _processCompleted.TrySetResult();
+            }
         }
     }
 
@@ -188,34 +198,30 @@ public sealed partial class Http2Connection
         Wake();
     }
 
-    /// <summary>App threads (stream output signals, window updates): the channel is bounded, so a full one makes them wait.</summary>
+    /// <summary>
+    /// App threads (stream output signals, window updates, aborts). Never waits and never spawns a task: what a
+    /// producer can queue is bounded by design (at most one output signal, abort and a couple of window updates
+    /// per live stream, and live streams are capped), and the channel has room for that beyond the control-frame
+    /// cap. A full channel therefore means a peer that stopped reading while churning streams: the connection is
+    /// closed with ENHANCE_YOUR_CALM rather than letting a queue grow.
+    /// </summary>
     internal void EnqueueFromProducer(WriterMessage message)
     {
-        if (!_writerChannel.Writer.TryWrite(message))
+        if (!_writerChannel.Writer.TryWrite(message) && !_writerChannelCompleted)
         {
-            _ = WriteSlowAsync(message);
-        }
-    }
-
-    private async Task WriteSlowAsync(WriterMessage message)
-    {
-        try
-        {
-            await _writerChannel.Writer.WriteAsync(message);
-        }
-        catch (ChannelClosedException)
-        {
-            // The connection is closing; the message no longer matters.
+            PostEvent(ReadLoopEvent.Error(new Http2ConnectionException(
+                "The writer queue is full.", Http2ErrorCode.EnhanceYourCalm, "writer_queue_full")));
         }
     }
 
     /// <summary>
-    /// Read loop: queues a frame the peer caused (ACKs, window updates, resets). These count toward
-    /// MaxQueuedControlFrames; past it, or with a full channel, the peer is flooding us (CVE-2019-9512/9515).
+    /// Read loop: every message the read loop queues (ACKs, window updates, resets, GOAWAY). These count toward
+    /// MaxQueuedControlFrames; past it, or with a full channel, the peer is flooding us or not reading
+    /// (CVE-2019-9512/9515). The read loop never waits on the writer and never queues through a task.
     /// </summary>
     private void EnqueueControl(WriterMessage message)
     {
-        if (Interlocked.Increment(ref _queuedControlFrames) > _options.MaxQueuedControlFrames || !_writerChannel.Writer.TryWrite(message))
+        if (Interlocked.Increment(ref _queuedControlFrames) > _options.MaxQueuedControlFrames || !_writerChannel.Writer.TryWrite(message.AsControl()))
         {
             throw new Http2ConnectionException("Too many control frames queued for writing.", Http2ErrorCode.EnhanceYourCalm, "control_frame_flood");
         }
@@ -332,8 +338,8 @@ public sealed partial class Http2Connection
         // Phase one: GOAWAY with 2^31-1 tells the client to stop opening streams, the PING measures a round
         // trip so streams already in flight are not lost (RFC 9113 §6.8).
         _shutdownPhase = 1;
-        EnqueueFromProducer(WriterMessage.GoAway(int.MaxValue, Http2ErrorCode.NoError));
-        EnqueueFromProducer(WriterMessage.Ping(ShutdownPingPayload));
+        EnqueueControl(WriterMessage.GoAway(int.MaxValue, Http2ErrorCode.NoError));
+        EnqueueControl(WriterMessage.Ping(ShutdownPingPayload));
         SetTimeout(TimeoutKind.ShutdownPing, ShutdownPingTimeout);
     }
 
@@ -344,7 +350,7 @@ public sealed partial class Http2Connection
             return;
         }
         _shutdownPhase = 2;
-        EnqueueFromProducer(WriterMessage.GoAway(_lastStreamId, Http2ErrorCode.NoError));
+        EnqueueControl(WriterMessage.GoAway(_lastStreamId, Http2ErrorCode.NoError));
         SetTimeout(TimeoutKind.None, default);
         if (_streams.Count == 0)
         {
@@ -355,11 +361,15 @@ public sealed partial class Http2Connection
     private async Task CloseAsync(Http2ErrorCode? goAway)
     {
         _stopReading = true;
+        // Every stream is aborted below: the writer sends only what is queued for the connection (GOAWAY, resets),
+        // no more HEADERS or DATA.
+        _writer.DropStreamOutput();
         SetTimeout(TimeoutKind.None, default);
         if (goAway is { } code && _shutdownPhase != 2)
         {
             _writerChannel.Writer.TryWrite(WriterMessage.GoAway(_lastStreamId, code));
         }
+        _writerChannelCompleted = true;
         _writerChannel.Writer.TryComplete();
         foreach (var stream in _streams.Values)
         {
@@ -370,6 +380,11 @@ public sealed partial class Http2Connection
             stream.AbortFromConnection("The connection closed.");
         }
         _streams.Clear();
+        if (_abortCts.IsCancellationRequested || _writerFailed)
+        {
+            // Aborted, or the transport is failing: no ceremony, do not wait for a flush the peer may never take.
+            _output.CancelPendingFlush();
+        }
         try
         {
             await _writerTask.WaitAsync(CloseWriteTimeout, _time);

@@ -164,8 +164,11 @@ internal sealed partial class Http2Stream
     // Owned by the app (one writer at a time, as for any PipeWriter).
     private sealed class ResponseBodyWriter : PipeWriter
     {
+        private static readonly FlushResult Ended = new(isCanceled: false, isCompleted: true);
         private readonly Http2Stream _stream;
         private readonly PipeWriter _inner;
+        private byte[]? _discard;
+        private bool _lastBufferDiscarded;
 
         public ResponseBodyWriter(Http2Stream stream, PipeWriter inner)
         {
@@ -173,12 +176,44 @@ internal sealed partial class Http2Stream
             _inner = inner;
         }
 
+        /// <summary>A reset or closed stream takes no more output.</summary>
+        private bool OutputClosed => _stream._abortRequested || _stream._outputReleased || _stream._abortedCts.IsCancellationRequested;
+
         public override bool CanGetUnflushedBytes => _inner.CanGetUnflushedBytes;
         public override long UnflushedBytes => _inner.UnflushedBytes;
 
-        public override void Advance(int bytes) => _inner.Advance(bytes);
-        public override Memory<byte> GetMemory(int sizeHint = 0) => _inner.GetMemory(sizeHint);
-        public override Span<byte> GetSpan(int sizeHint = 0) => _inner.GetSpan(sizeHint);
+        public override void Advance(int bytes)
+        {
+            if (!_lastBufferDiscarded)
+            {
+                _inner.Advance(bytes);
+            }
+        }
+
+        public override Memory<byte> GetMemory(int sizeHint = 0)
+            => OutputClosed ? Discard(sizeHint) : Keep(_inner.GetMemory(sizeHint));
+
+        public override Span<byte> GetSpan(int sizeHint = 0)
+            => OutputClosed ? Discard(sizeHint).Span : Keep(_inner.GetMemory(sizeHint)).Span;
+
+        private Memory<byte> Keep(Memory<byte> memory)
+        {
+            _lastBufferDiscarded = false;
+            return memory;
+        }
+
+        /// <summary>Writes after the stream closed go to a scratch buffer, so an app that ignores IsCompleted cannot grow memory.</summary>
+        private Memory<byte> Discard(int sizeHint)
+        {
+            _lastBufferDiscarded = true;
+            var size = Math.Max(sizeHint, 4096);
+            if (_discard is null || _discard.Length < size)
+            {
+                _discard = new byte[size];
+            }
+            return _discard;
+        }
+
         public override void CancelPendingFlush() => _inner.CancelPendingFlush();
 
         public override void Complete(Exception? exception = null)
@@ -204,15 +239,24 @@ internal sealed partial class Http2Stream
         public override ValueTask<FlushResult> FlushAsync(CancellationToken cancellationToken = default)
         {
             // A reset stream takes no more output: report completion instead of queueing bytes nobody will send.
-            if (_stream._abortRequested || _stream._abortedCts.IsCancellationRequested)
+            if (OutputClosed)
             {
-                return new ValueTask<FlushResult>(new FlushResult(isCanceled: false, isCompleted: true));
+                return new ValueTask<FlushResult>(Ended);
             }
             _stream.StartResponseCore();
             // Publish the bytes first, then signal: the writer loop must find them when it looks.
             var flush = _inner.FlushAsync(cancellationToken);
             _stream.SignalOutput();
-            return flush;
+            if (flush.IsCompletedSuccessfully)
+            {
+                return new ValueTask<FlushResult>(Translate(flush.Result));
+            }
+            return AwaitFlushAsync(flush);
         }
+
+        private async ValueTask<FlushResult> AwaitFlushAsync(ValueTask<FlushResult> flush) => Translate(await flush);
+
+        /// <summary>The read loop cancels the pending flush when the stream is gone: the app sees the stream ended.</summary>
+        private FlushResult Translate(FlushResult result) => result.IsCanceled && _stream._outputReleased ? Ended : result;
     }
 }

@@ -76,6 +76,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     private int _pendingStreamCredit; // consumed bytes not yet returned by a stream WINDOW_UPDATE
     private long _bufferedBodyBytes;  // in the request pipe, not yet consumed by the app
     private volatile bool _requestBodyAbandoned;
+    private volatile bool _outputReleased; // read loop: the peer will never get more of this response
     private volatile bool _remoteEnded;
     private readonly int _streamUpdateThreshold;
 
@@ -156,6 +157,11 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     {
         _remoteEnded = true;
         _requestPipe.Writer.Complete(new IOException(reason));
+        // Release an app waiting in FlushAsync at once, even if the writer loop is stuck on a peer that does
+        // not read: later flushes report IsCompleted and later writes are dropped. The reader stays the
+        // writer loop's to complete.
+        _outputReleased = true;
+        _responsePipe.Writer.CancelPendingFlush();
         ThreadPool.UnsafeQueueUserWorkItem(static cts =>
         {
             try
