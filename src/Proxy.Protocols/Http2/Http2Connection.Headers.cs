@@ -88,7 +88,9 @@ public sealed partial class Http2Connection
         _headerBlockBuffer.ResetWrittenCount();
         Append(frame.HeaderBlockFragment);
         _headerBlockStreamId = streamId;
+        // Slowloris guard for the block; the connection is not idle while a block is open.
         SetTimeout(TimeoutKind.HeaderBlock, _options.RequestHeadersTimeout);
+        ClearTimeout(TimeoutKind.KeepAlive);
     }
 
     private void ProcessContinuation(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
@@ -117,7 +119,7 @@ public sealed partial class Http2Connection
         }
         var streamId = _headerBlockStreamId;
         _headerBlockStreamId = 0;
-        SetTimeout(TimeoutKind.None, default);
+        ClearTimeout(TimeoutKind.HeaderBlock);
         try
         {
             CompleteHeaderBlock(streamId, new ReadOnlySequence<byte>(_headerBlockBuffer.WrittenMemory));

@@ -348,10 +348,7 @@ public sealed partial class Http2Connection
         if (!_peerSettingsReceived)
         {
             _peerSettingsReceived = true;
-            if (_timeoutKind == TimeoutKind.Preface)
-            {
-                SetTimeout(TimeoutKind.None, default);
-            }
+            ClearTimeout(TimeoutKind.Preface);
             UpdateIdleTimeout();
         }
     }

@@ -43,8 +43,8 @@ public sealed partial class Http2Connection
     private readonly RequestHeaderCollector _headerCollector;
     private Task _writerTask = Task.CompletedTask;
     private ITimer? _timer;
-    private TimeoutKind _timeoutKind;
-    private DateTimeOffset _deadline;
+    private readonly TimeSpan[] _deadlines = [NoDeadline, NoDeadline, NoDeadline, NoDeadline, NoDeadline];
+    private long _timeOrigin;
     private int _lastStreamId;
     private bool _peerSettingsReceived;
     private bool _peerGoingAway;
@@ -103,6 +103,7 @@ public sealed partial class Http2Connection
     public async Task ProcessAsync(CancellationToken ct)
     {
         using var registration = ct.Register(static state => ((Http2Connection)state!).Abort(), this);
+        _timeOrigin = _time.GetTimestamp();
         _timer = _time.CreateTimer(static state => ((Http2Connection)state!).OnTimer(), this, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
         _writerTask = _writer.RunAsync();
         Http2ErrorCode? goAway = null;
@@ -253,55 +254,102 @@ public sealed partial class Http2Connection
         }
     }
 
-    // ---- Timeouts (one timer, the read loop decides what a firing means) ----
+    // ---- Timeouts (one deadline per kind, one timer armed for the earliest; the read loop decides) ----
 
     private enum TimeoutKind
     {
-        None,
         Preface,
         HeaderBlock,
         KeepAlive,
         ShutdownPing,
+        ShutdownDrain,
     }
+
+    private static readonly TimeSpan NoDeadline = TimeSpan.MaxValue;
+
+    /// <summary>Monotonic time since the connection started (timestamps, not the wall clock, which can jump).</summary>
+    private TimeSpan Now => _time.GetElapsedTime(_timeOrigin);
 
     private void SetTimeout(TimeoutKind kind, TimeSpan after)
     {
-        _timeoutKind = kind;
-        if (kind == TimeoutKind.None || after == Timeout.InfiniteTimeSpan)
+        _deadlines[(int)kind] = after == Timeout.InfiniteTimeSpan ? NoDeadline : Now + after;
+        ArmTimer();
+    }
+
+    private void ClearTimeout(TimeoutKind kind)
+    {
+        if (_deadlines[(int)kind] != NoDeadline)
         {
-            _timeoutKind = TimeoutKind.None;
+            _deadlines[(int)kind] = NoDeadline;
+            ArmTimer();
+        }
+    }
+
+    private bool IsTimeoutSet(TimeoutKind kind) => _deadlines[(int)kind] != NoDeadline;
+
+    /// <summary>Arms the timer for the earliest deadline (or disarms it).</summary>
+    private void ArmTimer()
+    {
+        var next = NoDeadline;
+        foreach (var deadline in _deadlines)
+        {
+            if (deadline < next)
+            {
+                next = deadline;
+            }
+        }
+        if (next == NoDeadline)
+        {
             _timer?.Change(Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
             return;
         }
-        _deadline = _time.GetUtcNow() + after;
-        _timer?.Change(after, Timeout.InfiniteTimeSpan);
+        var remaining = next - Now;
+        _timer?.Change(remaining > TimeSpan.Zero ? remaining : TimeSpan.Zero, Timeout.InfiniteTimeSpan);
     }
 
+    /// <summary>
+    /// Runs every timeout whose deadline passed, then re-arms for the rest: timers may fire a little early, and
+    /// a firing that finds nothing due must not lose the timeout.
+    /// </summary>
     private void CheckTimeout()
     {
-        if (Interlocked.Exchange(ref _timerFired, 0) == 0 || _timeoutKind == TimeoutKind.None || _time.GetUtcNow() < _deadline)
+        if (Interlocked.Exchange(ref _timerFired, 0) == 0)
         {
             return;
         }
-        switch (_timeoutKind)
+        var now = Now;
+        for (var i = 0; i < _deadlines.Length; i++)
         {
-            case TimeoutKind.Preface:
-            case TimeoutKind.HeaderBlock:
-                throw new Http2ConnectionException("The client did not send the preface, SETTINGS or a complete header block in time.",
-                    Http2ErrorCode.ProtocolError, "request_headers_timeout");
-            case TimeoutKind.KeepAlive:
-                Stop(Http2ErrorCode.NoError);
-                break;
-            case TimeoutKind.ShutdownPing:
-                SendFinalGoAway();
-                break;
+            if (_deadlines[i] > now)
+            {
+                continue;
+            }
+            _deadlines[i] = NoDeadline;
+            switch ((TimeoutKind)i)
+            {
+                case TimeoutKind.Preface:
+                case TimeoutKind.HeaderBlock:
+                    throw new Http2ConnectionException("The client did not send the preface, SETTINGS or a complete header block in time.",
+                        Http2ErrorCode.ProtocolError, "request_headers_timeout");
+                case TimeoutKind.KeepAlive:
+                    Stop(Http2ErrorCode.NoError);
+                    break;
+                case TimeoutKind.ShutdownPing:
+                    SendFinalGoAway();
+                    break;
+                case TimeoutKind.ShutdownDrain:
+                    // The final GOAWAY is out; streams that did not finish in time are aborted by the close.
+                    Stop(null);
+                    break;
+            }
         }
+        ArmTimer();
     }
 
     /// <summary>Re-arms the idle timer once no stream and no header block is in progress.</summary>
     private void UpdateIdleTimeout()
     {
-        if (_headerBlockStreamId != 0 || _shutdownPhase == 1)
+        if (_headerBlockStreamId != 0)
         {
             return;
         }
@@ -309,9 +357,9 @@ public sealed partial class Http2Connection
         {
             SetTimeout(TimeoutKind.KeepAlive, _options.KeepAliveTimeout);
         }
-        else if (_timeoutKind == TimeoutKind.KeepAlive)
+        else
         {
-            SetTimeout(TimeoutKind.None, default);
+            ClearTimeout(TimeoutKind.KeepAlive);
         }
     }
 
@@ -351,11 +399,14 @@ public sealed partial class Http2Connection
         }
         _shutdownPhase = 2;
         EnqueueControl(WriterMessage.GoAway(_lastStreamId, Http2ErrorCode.NoError));
-        SetTimeout(TimeoutKind.None, default);
+        ClearTimeout(TimeoutKind.ShutdownPing);
         if (_streams.Count == 0)
         {
             Stop(null);
+            return;
         }
+        // Open streams may finish, but not forever: one stuck handler must not keep the connection (and the host's shutdown) open.
+        SetTimeout(TimeoutKind.ShutdownDrain, _options.ShutdownDrainTimeout);
     }
 
     private async Task CloseAsync(Http2ErrorCode? goAway)
@@ -364,7 +415,8 @@ public sealed partial class Http2Connection
         // Every stream is aborted below: the writer sends only what is queued for the connection (GOAWAY, resets),
         // no more HEADERS or DATA.
         _writer.DropStreamOutput();
-        SetTimeout(TimeoutKind.None, default);
+        Array.Fill(_deadlines, NoDeadline);
+        ArmTimer();
         if (goAway is { } code && _shutdownPhase != 2)
         {
             _writerChannel.Writer.TryWrite(WriterMessage.GoAway(_lastStreamId, code));
