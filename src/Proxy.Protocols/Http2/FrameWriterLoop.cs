@@ -220,8 +220,8 @@ internal sealed class FrameWriterLoop
                 }
                 break;
             case WriterMessageKind.RejectStream:
-                WriteHeaderBlock(message.StreamId, [new(":status", ((int)message.Value).ToString(System.Globalization.CultureInfo.InvariantCulture))], endStream: true);
-                if (message.Flag)
+                if (WriteHeaderBlock(message.StreamId, [new(":status", ((int)message.Value).ToString(System.Globalization.CultureInfo.InvariantCulture))], endStream: true)
+                    && message.Flag)
                 {
                     Http2FrameWriter.WriteRstStream(_output, message.StreamId, Http2ErrorCode.NoError);
                 }
@@ -373,7 +373,14 @@ internal sealed class FrameWriterLoop
             }
             // A response without body or trailers ends the stream on HEADERS.
             var endOnHeaders = completed && buffer.IsEmpty && trailers is null;
-            WriteHeaderBlock(stream.StreamId, headers, endOnHeaders);
+            if (!WriteHeaderBlock(stream.StreamId, headers, endOnHeaders))
+            {
+                if (hasRead)
+                {
+                    reader.AdvanceTo(buffer.Start);
+                }
+                return false;
+            }
             stream.HeadersSent = true;
             if (endOnHeaders)
             {
@@ -422,7 +429,10 @@ internal sealed class FrameWriterLoop
         {
             if (trailers is not null)
             {
-                WriteHeaderBlock(stream.StreamId, trailers, endStream: true);
+                if (!WriteHeaderBlock(stream.StreamId, trailers, endStream: true))
+                {
+                    return false;
+                }
             }
             else
             {
@@ -434,13 +444,31 @@ internal sealed class FrameWriterLoop
     }
 
     /// <summary>Encodes a field list and writes it as HEADERS plus CONTINUATION frames within the peer's max frame size (RFC 9113 §6.10).</summary>
-    private void WriteHeaderBlock(int streamId, List<KeyValuePair<string, string>> fields, bool endStream)
+    /// <returns>False when nothing was written: encoding failed and the connection is closing.</returns>
+    private bool WriteHeaderBlock(int streamId, List<KeyValuePair<string, string>> fields, bool endStream)
     {
-        _headerBlock.ResetWrittenCount();
-        _encoder.BeginHeaderBlock(_headerBlock);
-        foreach (var (name, value) in fields)
+        if (_dropStreamOutput)
         {
-            _encoder.EncodeHeader(_headerBlock, name, value, neverIndex: name is "authorization" or "set-cookie" or "proxy-authorization");
+            return false;
+        }
+        _headerBlock.ResetWrittenCount();
+        try
+        {
+            _encoder.BeginHeaderBlock(_headerBlock);
+            foreach (var (name, value) in fields)
+            {
+                _encoder.EncodeHeader(_headerBlock, name, value, neverIndex: name is "authorization" or "set-cookie" or "proxy-authorization");
+            }
+        }
+        catch (Exception ex)
+        {
+            // Fields are validated on the app's thread, so this is a bug, not bad input. The encoder may have
+            // changed its dynamic table for a block the peer never sees, so the HPACK contexts no longer agree
+            // (RFC 7541 §2.3.2): no further header block can go out. Close the connection with GOAWAY.
+            _dropStreamOutput = true;
+            _connection.PostEvent(ReadLoopEvent.Error(new Http2ConnectionException(
+                "Encoding a header block failed: " + ex.Message, Http2ErrorCode.InternalError, "header_encoding_failed")));
+            return false;
         }
         var block = _headerBlock.WrittenSpan;
         var first = Math.Min(block.Length, _peerMaxFrameSize);
@@ -452,6 +480,7 @@ internal sealed class FrameWriterLoop
             Http2FrameWriter.WriteContinuation(_output, streamId, block[..size], endHeaders: size == block.Length);
             block = block[size..];
         }
+        return true;
     }
 
     /// <summary>The stream will write nothing more: drop its queued output and tell the read loop.</summary>

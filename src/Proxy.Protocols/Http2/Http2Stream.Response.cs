@@ -1,3 +1,4 @@
+using System.Buffers;
 using System.Globalization;
 using Proxy.Codecs.Http2;
 
@@ -15,7 +16,7 @@ internal sealed partial class Http2Stream
     /// <summary>Snapshots status + headers once and schedules the stream: HEADERS leave without waiting for body bytes.</summary>
     private void StartResponseCore()
     {
-        if (Interlocked.Exchange(ref _responseStarted, 1) == 1)
+        if (Volatile.Read(ref _responseStarted) == 1)
         {
             return;
         }
@@ -23,26 +24,39 @@ internal sealed partial class Http2Stream
         {
             new(":status", StatusCode.ToString(CultureInfo.InvariantCulture)),
         };
+        // Throws InvalidOperationException for a field we must not send; the response has not started then,
+        // so the app (or the engine, with a 500) can still answer.
         AddResponseFields(fields, ResponseHeaders);
+        if (Interlocked.Exchange(ref _responseStarted, 1) == 1)
+        {
+            return;
+        }
         _submittedHeaders = fields;
         SignalOutput();
     }
 
     public override async ValueTask CompleteAsync()
     {
+        if (Volatile.Read(ref _responseCompleted) == 1)
+        {
+            return;
+        }
+        // Validate everything before marking the response complete: if a field is invalid the app gets the
+        // exception and the engine can still end the stream (500 or RST_STREAM) afterwards.
+        StartResponseCore();
+        List<KeyValuePair<string, string>>? trailers = null;
+        if (ResponseTrailers.Count > 0)
+        {
+            trailers = new List<KeyValuePair<string, string>>(ResponseTrailers.Count);
+            AddResponseFields(trailers, ResponseTrailers);
+        }
         if (Interlocked.Exchange(ref _responseCompleted, 1) == 1)
         {
             return;
         }
-        StartResponseCore();
-        if (ResponseTrailers.Count > 0)
+        if (trailers is { Count: > 0 })
         {
-            var trailers = new List<KeyValuePair<string, string>>(ResponseTrailers.Count);
-            AddResponseFields(trailers, ResponseTrailers);
-            if (trailers.Count > 0)
-            {
-                _submittedTrailers = trailers;
-            }
+            _submittedTrailers = trailers;
         }
         // Completing the pipe publishes the trailers to the writer loop (the pipe's lock orders them).
         await _responsePipe.Writer.CompleteAsync();
@@ -87,6 +101,9 @@ internal sealed partial class Http2Stream
     /// <summary>
     /// Lowercases names and drops connection-specific fields the app may have set: RFC 9113 §8.2.2 forbids
     /// them in HTTP/2 ("An endpoint MUST NOT generate an HTTP/2 message containing connection-specific header fields").
+    /// Throws <see cref="InvalidOperationException"/> for a field that is not valid (RFC 9113 §8.2.1: an endpoint
+    /// MUST NOT generate invalid field names or values), on the app's thread, so nothing bad reaches the
+    /// connection's HPACK encoder.
     /// </summary>
     private static void AddResponseFields(List<KeyValuePair<string, string>> target, HttpHeaderList source)
     {
@@ -96,12 +113,36 @@ internal sealed partial class Http2Stream
             {
                 continue;
             }
+            ValidateField(name, value);
             var lower = name.ToLowerInvariant();
             if (RequestHeaderCollector.IsConnectionSpecific(lower))
             {
                 continue;
             }
             target.Add(new(lower, value));
+        }
+    }
+
+    private static readonly SearchValues<char> TokenChars =
+        SearchValues.Create("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ");
+
+    /// <summary>
+    /// Names must be tokens (RFC 9110 §5.1; uppercase is lowercased later, RFC 9113 §8.2); values must not
+    /// contain NUL, CR or LF (RFC 9113 §8.2.1) and must fit in one octet per character (HPACK carries octets).
+    /// </summary>
+    private static void ValidateField(string name, string value)
+    {
+        if (name.AsSpan().ContainsAnyExcept(TokenChars))
+        {
+            throw new InvalidOperationException($"Invalid response header name '{name}': HTTP/2 field names are tokens (RFC 9110 §5.1).");
+        }
+        foreach (var c in value)
+        {
+            if (c is '\0' or '\r' or '\n' or > '\u00FF')
+            {
+                throw new InvalidOperationException(
+                    $"Invalid value for response header '{name}': NUL, CR, LF and characters above U+00FF are not allowed (RFC 9113 §8.2.1).");
+            }
         }
     }
 

@@ -259,11 +259,31 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
         {
             await CompleteAsync();
         }
+        catch (Exception) when (!HasResponseStarted && !_abortRequested)
+        {
+            // The app left a field we must not send (CompleteAsync validates before starting): answer 500.
+            StatusCode = 500;
+            ResponseHeaders.Clear();
+            ResponseTrailers.Clear();
+            await CompleteOrAbortAsync();
+        }
         catch (Exception)
         {
             Abort((uint)Http2ErrorCode.InternalError);
         }
         _requestBodyReader.Complete();
         _connection.PostEvent(ReadLoopEvent.HandlerFinished(this));
+    }
+
+    private async Task CompleteOrAbortAsync()
+    {
+        try
+        {
+            await CompleteAsync();
+        }
+        catch (Exception)
+        {
+            Abort((uint)Http2ErrorCode.InternalError);
+        }
     }
 }
