@@ -60,6 +60,7 @@ public sealed partial class Http2Connection
     private readonly ConcurrentQueue<ReadLoopEvent> _events = new();
     private readonly CancellationTokenSource _abortCts = new();
     private readonly int _connectionUpdateThreshold;
+    private readonly int _connectionLowWindowStep;
     private int _wakePending;
     private int _timerFired;
     private int _queuedControlFrames;
@@ -80,6 +81,9 @@ public sealed partial class Http2Connection
         _headerCollector = new RequestHeaderCollector(options.MaxHeaderListSize, options.MaxHeaderCount);
         _connectionReceiveWindow = Math.Max(65_535, options.InitialConnectionWindowSize);
         _connectionUpdateThreshold = Math.Max(1, _connectionReceiveWindow / 2);
+        // One stream can hold at most its own window unread; the rest of the connection window keeps circulating
+        // among the others, so returning credit in steps of half that rest always makes progress.
+        _connectionLowWindowStep = Math.Max(1, Math.Min(_connectionUpdateThreshold, _connectionReceiveWindow - options.InitialStreamWindowSize) / 2);
         // Room for the control-frame cap, a scheduling signal per stream and replies; a full channel is never
         // grown: the read loop treats it as abuse, producers wait.
         var capacity = Math.Max(options.WriterQueueCapacity, options.MaxQueuedControlFrames + 4 * options.MaxConcurrentStreams + 64);
@@ -233,7 +237,7 @@ public sealed partial class Http2Connection
 
     /// <summary>
     /// Any thread: request body bytes were consumed (or dropped) so the connection window can grow again.
-    /// Credit is returned in steps of half the window, not per frame.
+    /// Credit is returned in steps of half the window, not per frame (smaller steps when the window runs low).
     /// </summary>
     internal void ReturnConnectionCredit(int bytes)
     {
@@ -242,7 +246,11 @@ public sealed partial class Http2Connection
             return;
         }
         var pending = Interlocked.Add(ref _pendingConnectionCredit, bytes);
-        if (pending >= _connectionUpdateThreshold)
+        // NOTE: normally credit goes back in steps of half the window. When the peer's remaining window is below
+        // that step (bytes sit unread in some stream that does not read its body), waiting for a full step
+        // would stall every other stream of the connection: return smaller steps then.
+        if (pending >= _connectionUpdateThreshold
+            || (pending >= _connectionLowWindowStep && Volatile.Read(ref _connectionReceiveWindow) < _connectionUpdateThreshold))
         {
             var increment = Interlocked.Exchange(ref _pendingConnectionCredit, 0);
             if (increment > 0)
