@@ -85,6 +85,10 @@ public sealed partial class Http2Connection
         {
             CountEmptyFrame();
         }
+        else
+        {
+            _consecutiveEmptyFrames = 0;
+        }
         _headerBlockBuffer.ResetWrittenCount();
         Append(frame.HeaderBlockFragment);
         _headerBlockStreamId = streamId;
@@ -110,6 +114,10 @@ public sealed partial class Http2Connection
         if (frame.HeaderBlockFragment.IsEmpty && !frame.EndHeaders)
         {
             CountEmptyFrame();
+        }
+        else if (!frame.HeaderBlockFragment.IsEmpty)
+        {
+            _consecutiveEmptyFrames = 0;
         }
         CheckHeaderBlockSize(_headerBlockBuffer.WrittenCount + frame.HeaderBlockFragment.Length);
         Append(frame.HeaderBlockFragment);
@@ -228,10 +236,13 @@ public sealed partial class Http2Connection
             return;
         }
         // RFC 9113 §5.1.2: beyond SETTINGS_MAX_CONCURRENT_STREAMS the stream is refused (REFUSED_STREAM), counted
-        // toward the rapid-reset budget by ResetStream. Reset streams whose handler still runs hold their slot.
+        // toward the rapid-reset budget. Reset streams whose handler still runs hold their slot. Before the client
+        // acknowledged our SETTINGS it may legitimately assume no limit (RFC 9113 §6.5.2 note): not counted then.
         if (_activeStreams >= _options.MaxConcurrentStreams)
         {
-            throw new Http2StreamException(streamId, "Too many concurrent streams.", Http2ErrorCode.RefusedStream, "max_concurrent_streams");
+            ResetStream(new Http2StreamException(streamId, "Too many concurrent streams.", Http2ErrorCode.RefusedStream, "max_concurrent_streams"),
+                countTowardRapidReset: _ourSettingsAcknowledged);
+            return;
         }
         var stream = new Http2Stream(this, _handler, streamId, _options, _options.InitialStreamWindowSize) { Connection = _metadata };
         stream.InitializeRequest(_headerCollector, endStream);

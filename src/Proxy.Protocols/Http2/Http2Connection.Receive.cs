@@ -124,6 +124,12 @@ public sealed partial class Http2Connection
         {
             throw new Http2ConnectionException("Expected CONTINUATION for the open header block.", Http2ErrorCode.ProtocolError, "expected_continuation");
         }
+        // CVE-2019-9518 counts *adjacent* empty frames: any frame that carries something breaks the run
+        // (DATA, HEADERS and CONTINUATION reset it themselves when their content is not empty).
+        if (header.Length > 0 && header.Type is not (Http2FrameType.Data or Http2FrameType.Headers or Http2FrameType.Continuation))
+        {
+            _consecutiveEmptyFrames = 0;
+        }
         try
         {
             switch (header.Type)
@@ -306,7 +312,8 @@ public sealed partial class Http2Connection
         var count = Http2FrameReader.ReadSettings(header, payload);
         if (header.HasFlag(Http2FrameFlags.Ack))
         {
-            return; // our SETTINGS apply from now on; nothing we advertise needs a change on ACK
+            OnOurSettingsAcknowledged();
+            return;
         }
         int? tableSize = null, initialWindow = null, maxFrameSize = null;
         for (var i = 0; i < count; i++)
@@ -412,9 +419,12 @@ public sealed partial class Http2Connection
     // ---- Stream lifecycle (read loop) ----
 
     /// <summary>The one place a stream error becomes RST_STREAM (RFC 9113 §5.4.2); the connection carries on.</summary>
-    private void ResetStream(Http2StreamException error)
+    private void ResetStream(Http2StreamException error, bool countTowardRapidReset = true)
     {
-        CountReset(); // MadeYouReset (CVE-2025-8671): resets the peer provokes count too
+        if (countTowardRapidReset)
+        {
+            CountReset(); // MadeYouReset (CVE-2025-8671): resets the peer provokes count too
+        }
         if (TakeStream(error.StreamId, out var stream))
         {
             stream.State = Http2StreamStateMachine.OnReset(stream.State);

@@ -47,6 +47,7 @@ public sealed partial class Http2Connection
     private long _timeOrigin;
     private int _lastStreamId;
     private bool _peerSettingsReceived;
+    private bool _ourSettingsAcknowledged;
     private bool _peerGoingAway;
     private int _shutdownPhase; // 0 none, 1 first GOAWAY + PING sent, 2 final GOAWAY sent
     private bool _stopReading;
@@ -77,7 +78,9 @@ public sealed partial class Http2Connection
         _handler = handler ?? throw new ArgumentNullException(nameof(handler));
         _metadata = meta ?? throw new ArgumentNullException(nameof(meta));
         _time = time ?? TimeProvider.System;
-        _decoder = new HpackDecoder(options.HeaderTableSize, Math.Max(4096, 2 * options.MaxHeaderListSize));
+        // Until the peer acknowledges our SETTINGS its encoder may use the protocol default (4,096); a smaller
+        // configured table is applied at the ACK (OnOurSettingsAcknowledged).
+        _decoder = new HpackDecoder(Math.Max(4096, options.HeaderTableSize), Math.Max(4096, 2 * options.MaxHeaderListSize));
         _headerCollector = new RequestHeaderCollector(options.MaxHeaderListSize, options.MaxHeaderCount);
         _connectionReceiveWindow = Math.Max(65_535, options.InitialConnectionWindowSize);
         _connectionUpdateThreshold = Math.Max(1, _connectionReceiveWindow / 2);
@@ -368,6 +371,22 @@ public sealed partial class Http2Connection
         else
         {
             ClearTimeout(TimeoutKind.KeepAlive);
+        }
+    }
+
+    /// <summary>SETTINGS ACK from the peer: our advertised values now bind it (RFC 9113 §6.5.3).</summary>
+    private void OnOurSettingsAcknowledged()
+    {
+        if (_ourSettingsAcknowledged)
+        {
+            return;
+        }
+        _ourSettingsAcknowledged = true;
+        // RFC 7541 §4.2 / RFC 9113 §6.5.3: until now the peer's encoder could use the default 4,096-octet table;
+        // from here on our (possibly smaller) SETTINGS_HEADER_TABLE_SIZE applies.
+        if (_options.HeaderTableSize < 4096)
+        {
+            _decoder.SetMaxDynamicTableSize(_options.HeaderTableSize);
         }
     }
 
