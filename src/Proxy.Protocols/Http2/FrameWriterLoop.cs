@@ -184,8 +184,11 @@ internal sealed class FrameWriterLoop
                 Schedule(message.Stream!);
                 break;
             case WriterMessageKind.PeerSettings:
-                ApplyPeerSettings(message.Settings);
-                Http2FrameWriter.WriteSettingsAck(_output);
+                // RFC 9113 §6.5.3: SETTINGS we reject with a connection error are not acknowledged.
+                if (ApplyPeerSettings(message.Settings))
+                {
+                    Http2FrameWriter.WriteSettingsAck(_output);
+                }
                 break;
             case WriterMessageKind.PingAck:
                 Http2FrameWriter.WritePing(_output, (ulong)message.Value, ack: true);
@@ -253,7 +256,8 @@ internal sealed class FrameWriterLoop
         }
     }
 
-    private void ApplyPeerSettings(PeerSettingsChange change)
+    /// <returns>False when the values caused a connection error (already posted to the read loop).</returns>
+    private bool ApplyPeerSettings(PeerSettingsChange change)
     {
         if (change.HeaderTableSize is { } tableSize)
         {
@@ -276,7 +280,7 @@ internal sealed class FrameWriterLoop
                 {
                     _connection.PostEvent(ReadLoopEvent.Error(new Http2ConnectionException(
                         "SETTINGS_INITIAL_WINDOW_SIZE made a stream window exceed 2^31-1.", Http2ErrorCode.FlowControlError, "initial_window_overflow")));
-                    return;
+                    return false;
                 }
                 if (delta > 0 && stream.BlockedOnStreamWindow && stream.SendWindow > 0)
                 {
@@ -285,6 +289,7 @@ internal sealed class FrameWriterLoop
                 }
             }
         }
+        return true;
     }
 
     private void ApplyPeerWindowUpdate(Http2Stream? stream, int increment)
@@ -310,10 +315,12 @@ internal sealed class FrameWriterLoop
             }
             return;
         }
-        if (stream.OutputStopped)
+        if (stream.OutputStopped && !stream.SendWindowInitialized)
         {
             return; // RFC 9113 §6.9: WINDOW_UPDATE on a closed stream is allowed and ignored
         }
+        // A stream whose output ended is still half-closed (local) for the peer, which may send WINDOW_UPDATE;
+        // the window is still tracked so an overflow is still a stream error.
         EnsureWindow(stream);
         stream.SendWindow += increment;
         // RFC 9113 §6.9.1: above 2^31-1 on a stream is a FLOW_CONTROL_ERROR stream error.
@@ -323,7 +330,7 @@ internal sealed class FrameWriterLoop
                 "WINDOW_UPDATE made the stream window exceed 2^31-1.", Http2ErrorCode.FlowControlError, "stream_window_overflow")));
             return;
         }
-        if (stream.BlockedOnStreamWindow && stream.SendWindow > 0)
+        if (stream.BlockedOnStreamWindow && stream.SendWindow > 0 && !stream.OutputStopped)
         {
             stream.BlockedOnStreamWindow = false;
             Schedule(stream);
@@ -488,6 +495,12 @@ internal sealed class FrameWriterLoop
     {
         stream.OutputStopped = true;
         _streamsWithWindow.Remove(stream);
+        if (stream.InConnectionBlockedList)
+        {
+            // Waiting for connection credit no longer: do not keep the stream until a WINDOW_UPDATE arrives.
+            stream.InConnectionBlockedList = false;
+            _connectionBlocked.Remove(stream);
+        }
         // Completing the reader releases an app waiting in FlushAsync (it sees IsCompleted).
         stream.ResponseReader.Complete();
         _connection.PostEvent(ReadLoopEvent.OutputEnded(stream, wasReset));

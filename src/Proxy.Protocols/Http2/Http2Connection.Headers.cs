@@ -55,8 +55,14 @@ public sealed partial class Http2Connection
         {
             if (!_recentlyReset.Contains(streamId))
             {
-                // RFC 9113 §5.1 (closed) and §5.1.1 (ids only grow): HEADERS on a closed stream.
-                throw new Http2ConnectionException("HEADERS on a closed stream.", Http2ErrorCode.StreamClosed, "headers_closed_stream");
+                if (_recentlyClosed.Contains(streamId))
+                {
+                    // RFC 9113 §5.1 (closed): HEADERS on a stream that was open and is closed is STREAM_CLOSED.
+                    throw new Http2ConnectionException("HEADERS on a closed stream.", Http2ErrorCode.StreamClosed, "headers_closed_stream");
+                }
+                // RFC 9113 §5.1.1: a new stream id must exceed every id the client used: "An endpoint that receives an
+                // unexpected stream identifier MUST respond with a connection error of type PROTOCOL_ERROR."
+                throw new Http2ConnectionException("HEADERS with a stream id lower than one already used.", Http2ErrorCode.ProtocolError, "stream_id_not_increasing");
             }
             target = HeaderBlockTarget.Ignore; // we reset it: ignore (RFC 9113 §5.4.2), but decode
         }

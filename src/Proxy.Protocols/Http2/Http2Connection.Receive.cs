@@ -404,14 +404,14 @@ public sealed partial class Http2Connection
             // RFC 9113 §5.1: WINDOW_UPDATE on an idle stream is a PROTOCOL_ERROR connection error.
             throw new Http2ConnectionException("WINDOW_UPDATE on an idle stream.", Http2ErrorCode.ProtocolError, "window_update_idle_stream");
         }
-        if (!_streams.TryGetValue(header.StreamId, out var stream))
-        {
-            return; // closed: allowed and ignored (RFC 9113 §5.1)
-        }
-        // RFC 9113 §6.9: a zero increment on a stream is a PROTOCOL_ERROR stream error.
+        // RFC 9113 §6.9: a zero increment on a stream is a PROTOCOL_ERROR stream error, whatever its state.
         if (frame.WindowSizeIncrement == 0)
         {
             throw new Http2StreamException(header.StreamId, "WINDOW_UPDATE with 0 increment.", Http2ErrorCode.ProtocolError, "window_update_zero");
+        }
+        if (!_streams.TryGetValue(header.StreamId, out var stream))
+        {
+            return; // closed: allowed and ignored (RFC 9113 §5.1)
         }
         EnqueueControl(WriterMessage.PeerWindowUpdate(stream, frame.WindowSizeIncrement));
     }
@@ -496,6 +496,7 @@ public sealed partial class Http2Connection
         {
             return false;
         }
+        _recentlyClosed.Add(streamId);
         if (stream.HandlerFinished)
         {
             _activeStreams--;
@@ -533,18 +534,7 @@ public sealed partial class Http2Connection
     }
 
     /// <summary>Remembers streams we reset so their in-flight frames are ignored, bounded to the last few hundred.</summary>
-    private void RememberReset(int streamId)
-    {
-        if (!_recentlyReset.Add(streamId))
-        {
-            return;
-        }
-        _recentlyResetOrder.Enqueue(streamId);
-        if (_recentlyResetOrder.Count > Math.Max(100, 2 * _options.MaxConcurrentStreams))
-        {
-            _recentlyReset.Remove(_recentlyResetOrder.Dequeue());
-        }
-    }
+    private void RememberReset(int streamId) => _recentlyReset.Add(streamId);
 
     /// <summary>Rapid reset guard (CVE-2023-44487): resets and refusals per window, over the limit GOAWAY ENHANCE_YOUR_CALM.</summary>
     private void CountReset()

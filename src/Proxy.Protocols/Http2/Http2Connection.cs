@@ -37,8 +37,10 @@ public sealed partial class Http2Connection
     private readonly HashSet<Http2Stream> _liveHandlers = new();
     /// <summary>Streams that hold a SETTINGS_MAX_CONCURRENT_STREAMS slot: in the table, or reset but their handler still runs.</summary>
     private int _activeStreams;
-    private readonly Queue<int> _recentlyResetOrder = new();
-    private readonly HashSet<int> _recentlyReset = new();
+    /// <summary>Streams we reset: their in-flight frames are ignored (RFC 9113 §5.4.2).</summary>
+    private readonly RecentStreamIds _recentlyReset;
+    /// <summary>Streams that were open and are closed now (any reason): HEADERS on them is STREAM_CLOSED, not an unexpected id.</summary>
+    private readonly RecentStreamIds _recentlyClosed;
     private readonly HpackDecoder _decoder;
     private readonly RequestHeaderCollector _headerCollector;
     private Task _writerTask = Task.CompletedTask;
@@ -81,6 +83,8 @@ public sealed partial class Http2Connection
         // Until the peer acknowledges our SETTINGS its encoder may use the protocol default (4,096); a smaller
         // configured table is applied at the ACK (OnOurSettingsAcknowledged).
         _decoder = new HpackDecoder(Math.Max(4096, options.HeaderTableSize), Math.Max(4096, 2 * options.MaxHeaderListSize));
+        _recentlyReset = new RecentStreamIds(Math.Max(100, 2 * options.MaxConcurrentStreams));
+        _recentlyClosed = new RecentStreamIds(Math.Max(100, 2 * options.MaxConcurrentStreams));
         _headerCollector = new RequestHeaderCollector(options.MaxHeaderListSize, options.MaxHeaderCount);
         _connectionReceiveWindow = Math.Max(65_535, options.InitialConnectionWindowSize);
         _connectionUpdateThreshold = Math.Max(1, _connectionReceiveWindow / 2);
