@@ -355,7 +355,9 @@ internal sealed class FrameWriterLoop
     /// <summary>Writes the stream's HEADERS (once) and at most one DATA frame. Returns true when it has more ready now.</summary>
     private bool ServiceStream(Http2Stream stream)
     {
-        if (stream.OutputStopped || stream.AbortRequested || _dropStreamOutput)
+        // The read loop flags a reset stream before its StopStream message is queued: do not write a response the
+        // peer already cancelled (RFC 9113 §5.1: no frames but PRIORITY on a closed stream).
+        if (stream.OutputStopped || stream.AbortRequested || stream.OutputReleased || _dropStreamOutput)
         {
             return false;
         }

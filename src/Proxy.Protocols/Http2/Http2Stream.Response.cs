@@ -179,6 +179,8 @@ internal sealed partial class Http2Stream
             {
                 return;
             }
+            // Flag first: the read loop checks it before writing into the pipe this completes.
+            _stream.MarkRequestBodyAbandoned();
             _inner.Complete(exception);
             _stream.OnRequestBodyAbandoned();
         }

@@ -66,6 +66,8 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     internal List<KeyValuePair<string, string>>? SubmittedHeaders => _submittedHeaders;
     internal List<KeyValuePair<string, string>>? SubmittedTrailers => _submittedTrailers;
     internal bool AbortRequested => _abortRequested;
+    /// <summary>The read loop closed the stream (peer reset, stream error, connection closing): nothing more goes out.</summary>
+    internal bool OutputReleased => _outputReleased;
 
     // ---- Shared atomics ----
 
@@ -127,13 +129,25 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
         {
             return (int)Interlocked.Exchange(ref _bufferedBodyBytes, 0);
         }
-        foreach (var segment in data)
+        try
         {
-            _requestPipe.Writer.Write(segment.Span);
+            foreach (var segment in data)
+            {
+                _requestPipe.Writer.Write(segment.Span);
+            }
+            // Never pending (the pipe has no pause threshold), so this does not block the read loop.
+            var flush = _requestPipe.Writer.FlushAsync();
+            if (!flush.IsCompletedSuccessfully)
+            {
+                flush.AsTask().GetAwaiter().GetResult(); // completed with an error: rethrows it
+            }
         }
-        // Never waits: the pipe has no pause threshold.
-        var flush = _requestPipe.Writer.FlushAsync();
-        flush.GetAwaiter().GetResult();
+        catch (Exception)
+        {
+            // The app completed the body reader (possibly with an exception) while this frame arrived: its bytes
+            // will never be read. Never let that escape into the read loop (it would close the whole connection).
+            return (int)Interlocked.Exchange(ref _bufferedBodyBytes, 0);
+        }
         if (_requestBodyAbandoned)
         {
             return (int)Interlocked.Exchange(ref _bufferedBodyBytes, 0);
@@ -203,6 +217,8 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     }
 
     /// <summary>The app (or the engine after the handler) completed the body reader: unread bytes go back to the connection.</summary>
+    private void MarkRequestBodyAbandoned() => _requestBodyAbandoned = true;
+
     private void OnRequestBodyAbandoned()
     {
         _requestBodyAbandoned = true;

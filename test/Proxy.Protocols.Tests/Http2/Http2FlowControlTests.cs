@@ -307,4 +307,40 @@ public class Http2FlowControlTests
         Assert.Equal(32 * 1024, credited);
         gate.SetResult();
     }
+
+    [Fact]
+    public async Task DATA_AfterAppCompletedBodyWithError_ConnectionSurvivesAndCreditReturned()
+    {
+        var completed = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var gate = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var options = new Http2Options { InitialConnectionWindowSize = 65_535, InitialStreamWindowSize = 65_535 };
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            exchange.RequestBody.Complete(new InvalidOperationException("The app stops reading."));
+            completed.SetResult();
+            await gate.Task;
+        }, options);
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, "POST", "/", endStream: false);
+        await completed.Task.WaitAsync(TimeSpan.FromSeconds(5));
+
+        // The abandoned bytes are dropped and their connection credit comes back; the connection carries on.
+        for (var i = 0; i < 3; i++)
+        {
+            await peer.SendDataAsync(1, new byte[16_000], endStream: false);
+        }
+        var credited = 0;
+        while (credited < 32_767)
+        {
+            var frame = await peer.ReceiveFrameAsync();
+            Assert.NotEqual(Http2FrameType.GoAway, frame.Type);
+            if (frame.Type == Http2FrameType.WindowUpdate && frame.StreamId == 0)
+            {
+                credited += frame.AsWindowUpdate().WindowSizeIncrement;
+            }
+        }
+        await peer.SendPingAsync(9);
+        Assert.Equal(9UL, (await peer.ExpectPingAsync(ack: true)).OpaqueData);
+        gate.SetResult();
+    }
 }
