@@ -54,6 +54,7 @@ internal sealed class FrameWriterLoop
 
     public async Task RunAsync()
     {
+        LoopOwner.Enter(this);
         if (_options.WriteTimeout != Timeout.InfiniteTimeSpan)
         {
             _flushTimer = _time.CreateTimer(static state => ((FrameWriterLoop)state!).OnFlushTimeout(), this, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
@@ -174,6 +175,7 @@ internal sealed class FrameWriterLoop
 
     private void Handle(in WriterMessage message)
     {
+        LoopOwner.Assert(this, "FrameWriterLoop.Handle");
         if (message.IsControl)
         {
             _connection.OnControlFrameDequeued();
@@ -355,6 +357,7 @@ internal sealed class FrameWriterLoop
     /// <summary>Writes the stream's HEADERS (once) and at most one DATA frame. Returns true when it has more ready now.</summary>
     private bool ServiceStream(Http2Stream stream)
     {
+        LoopOwner.Assert(this, "FrameWriterLoop.ServiceStream");
         // The read loop flags a reset stream before its StopStream message is queued: do not write a response the
         // peer already cancelled (RFC 9113 §5.1: no frames but PRIORITY on a closed stream).
         if (stream.OutputStopped || stream.AbortRequested || stream.OutputReleased || _dropStreamOutput)

@@ -81,6 +81,7 @@ public sealed partial class Http2Connection
     /// <summary>Drains events posted by the writer loop, handlers and the host, then checks the timer.</summary>
     private void HandleWake()
     {
+        LoopOwner.Assert(this, "HandleWake");
         Volatile.Write(ref _wakePending, 0);
         while (_events.TryDequeue(out var e))
         {
@@ -114,6 +115,7 @@ public sealed partial class Http2Connection
 
     private void ProcessFrame(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
     {
+        LoopOwner.Assert(this, "ProcessFrame");
         // RFC 9113 §3.4: the client's preface ends with a SETTINGS frame, which must come first.
         if (!_peerSettingsReceived && (header.Type != Http2FrameType.Settings || header.HasFlag(Http2FrameFlags.Ack)))
         {

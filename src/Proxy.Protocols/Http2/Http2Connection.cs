@@ -113,6 +113,7 @@ public sealed partial class Http2Connection
     /// </summary>
     public async Task ProcessAsync(CancellationToken ct)
     {
+        LoopOwner.Enter(this);
         using var registration = ct.Register(static state => ((Http2Connection)state!).Abort(), this);
         _timeOrigin = _time.GetTimestamp();
         _timer = _time.CreateTimer(static state => ((Http2Connection)state!).OnTimer(), this, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);

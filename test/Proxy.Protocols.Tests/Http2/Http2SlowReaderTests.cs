@@ -111,4 +111,38 @@ public class Http2SlowReaderTests
 
         await peer.ProcessTask.WaitAsync(Bounded);
     }
+
+    [Fact]
+    public async Task GOAWAY_AfterConnectionError_NoMoreDataForOpenStreams()
+    {
+        var streaming = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            var chunk = new byte[16 * 1024];
+            while (!exchange.RequestAborted.IsCancellationRequested)
+            {
+                streaming.TrySetResult();
+                var result = await exchange.ResponseBody.WriteAsync(chunk);
+                if (result.IsCompleted)
+                {
+                    break;
+                }
+            }
+        });
+        await HandshakeWithHugeWindowsAsync(peer);
+        await peer.SendRequestHeadersAsync(1);
+        await streaming.Task.WaitAsync(Bounded);
+
+        // RFC 9113 §5.4.1: after a connection error the GOAWAY is the last frame; streams do not carry on.
+        await peer.SendRawFrameAsync(Http2FrameType.Data, Http2FrameFlags.None, 0, new byte[1]);
+
+        Http2TestFrame frame;
+        do
+        {
+            frame = await peer.ReceiveSkippingWindowUpdatesAsync();
+        }
+        while (frame.Type != Http2FrameType.GoAway);
+        Assert.Equal(Http2ErrorCode.ProtocolError, frame.AsGoAway().ErrorCode);
+        await peer.ExpectConnectionClosedAsync();
+    }
 }
