@@ -32,6 +32,9 @@ public sealed class GrpcProxyFixture : ProxyFixture
             }
 
             // Breaks the call after one message, the way a crashing backend does (Kestrel: RST_STREAM INTERNAL_ERROR).
+            // The request is read first: a reset racing the proxy's request body would be reported before the
+            // response headers (UNAVAILABLE), which is another test.
+            await context.Request.Body.CopyToAsync(Stream.Null);
             context.Response.ContentType = GrpcProtocol.ContentType;
             await context.Response.Body.WriteAsync(GrpcMessageFraming.Frame(new EchoReply { Message = "before abort" }));
             await context.Response.Body.FlushAsync();
@@ -183,6 +186,8 @@ public sealed class GrpcProxyTests(GrpcProxyFixture fixture) : IClassFixture<Grp
 
         // The proxy resets the client stream with INTERNAL_ERROR (the backend broke it), which grpc-js reports as INTERNAL.
         Assert.True(Code(result) == 13, result.GetRawText());
+        // NOTE: not Single: the reply and the reset can reach a client in one read, and neither HttpClient (in the proxy)
+        // nor grpc-js promises to surface data that arrived together with a reset.
         Assert.All(Replies(result), r => Assert.Equal("before abort", r.Message));
     }
 
