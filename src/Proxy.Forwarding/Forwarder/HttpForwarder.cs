@@ -106,16 +106,23 @@ internal sealed class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMet
             // Step 6: send the headers NOW, before reading any body. NOTE: a gRPC bidi call whose
             // server sends headers first and then waits for the client must see those headers, or
             // both sides wait forever (YARP #2520).
+            // NOTE: not for a gRPC trailers-only response (grpc-status already in the headers): it must
+            // stay one HEADERS frame with END_STREAM. Started early, the status goes out in headers that
+            // do not end the stream, and a client such as grpc-js reports "call ended without gRPC status".
+            var trailersOnly = isGrpc && response.Headers.Contains("grpc-status");
             try
             {
-                await context.Response.StartAsync(cancellation.Token).ConfigureAwait(false);
                 // NOTE: StartAsync only commits the headers; a server may keep them in its output
                 // buffer until the first flush (Kestrel does), which is exactly the hang above. A
                 // body of known length is not a stream that waits on its peer, so its headers may
                 // ride with the first DATA write and save a packet.
-                if (response.Content.Headers.ContentLength is null)
+                if (!trailersOnly)
                 {
-                    await context.Response.Body.FlushAsync(cancellation.Token).ConfigureAwait(false);
+                    await context.Response.StartAsync(cancellation.Token).ConfigureAwait(false);
+                    if (response.Content.Headers.ContentLength is null)
+                    {
+                        await context.Response.Body.FlushAsync(cancellation.Token).ConfigureAwait(false);
+                    }
                 }
             }
             catch (Exception ex)

@@ -209,6 +209,10 @@ internal sealed class FrameWriterLoop
                 {
                     if (!reset.OutputStopped)
                     {
+                        if (message.Flag)
+                        {
+                            WriteFlushedOutputBeforeReset(reset);
+                        }
                         StopStream(reset, wasReset: true);
                     }
                     else if (message.Flag)
@@ -493,6 +497,46 @@ internal sealed class FrameWriterLoop
             block = block[size..];
         }
         return true;
+    }
+
+    /// <summary>
+    /// The app aborted a stream: what it already flushed (HEADERS, DATA within the windows) goes out before the
+    /// RST_STREAM, never with END_STREAM. NOTE: without this, a proxy relaying "message, then backend failure"
+    /// lost the message (and even the response headers) whenever the abort overtook the writer loop; Kestrel
+    /// keeps that order too.
+    /// </summary>
+    private void WriteFlushedOutputBeforeReset(Http2Stream stream)
+    {
+        if (!stream.HeadersSent)
+        {
+            if (stream.SubmittedHeaders is not { } headers)
+            {
+                return;
+            }
+            WriteHeaderBlock(stream.StreamId, headers, endStream: false);
+            stream.HeadersSent = true;
+        }
+        var reader = stream.ResponseReader;
+        if (!reader.TryRead(out var result))
+        {
+            return;
+        }
+        var buffer = result.Buffer;
+        while (!buffer.IsEmpty)
+        {
+            // RFC 9113 §6.9.1: still bounded by the stream and connection windows; the rest is dropped.
+            var allowed = Math.Min(Math.Min(stream.SendWindow, _connectionWindow), Math.Min(_peerMaxFrameSize, buffer.Length));
+            if (allowed <= 0)
+            {
+                break;
+            }
+            var chunk = buffer.Slice(0, allowed);
+            Http2FrameWriter.WriteData(_output, stream.StreamId, chunk, endStream: false);
+            stream.SendWindow -= allowed;
+            _connectionWindow -= allowed;
+            buffer = buffer.Slice(chunk.End);
+        }
+        reader.AdvanceTo(buffer.Start);
     }
 
     /// <summary>The stream will write nothing more: drop its queued output and tell the read loop.</summary>

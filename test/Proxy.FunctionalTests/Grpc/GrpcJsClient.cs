@@ -33,7 +33,9 @@ public static class GrpcJsClient
             : $"grpc-js is not installed: run `npm ci` in {ClientDirectory}.";
     }
 
-    public static async Task<JsonElement> RunAsync(TestHost host, HttpTransport transport, string scenario, string? callId = null)
+    /// <summary>Runs <paramref name="scenario"/>; each <paramref name="metadata"/> pair rides on the call as a request header.</summary>
+    public static async Task<JsonElement> RunAsync(TestHost host, HttpTransport transport, string scenario, string? callId = null,
+        IReadOnlyDictionary<string, string>? metadata = null, int? deadlineMilliseconds = null)
     {
         if (MissingReason() is { } reason)
         {
@@ -50,6 +52,16 @@ public static class GrpcJsClient
         if (callId is not null)
         {
             arguments.AddRange(["--call-id", callId]);
+        }
+
+        if (deadlineMilliseconds is { } deadline)
+        {
+            arguments.AddRange(["--deadline-ms", deadline.ToString(System.Globalization.CultureInfo.InvariantCulture)]);
+        }
+
+        foreach (var (key, value) in metadata ?? new Dictionary<string, string>())
+        {
+            arguments.AddRange(["--metadata", $"{key}={value}"]);
         }
 
         var result = await ToolProcess.RunAsync(InteropTool.Node, arguments, TimeSpan.FromSeconds(30), ClientDirectory);

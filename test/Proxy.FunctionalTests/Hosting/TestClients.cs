@@ -11,7 +11,7 @@ public static class TestClients
     /// <see cref="HttpVersionPolicy.RequestVersionExact"/> (no silent downgrade; h2c by prior knowledge),
     /// one HTTP/2 connection at most, and trust in our test certificate only.
     /// </summary>
-    public static HttpClient Create(TestHost host, HttpTransport transport, TimeSpan? timeout = null)
+    public static HttpClient Create(TestHost host, HttpTransport transport, TimeSpan? timeout = null, Action<SocketsHttpHandler>? configure = null)
     {
         var handler = new SocketsHttpHandler
         {
@@ -23,6 +23,7 @@ public static class TestClients
                 RemoteCertificateValidationCallback = (_, certificate, _, _) => TestCertificate.IsTestCertificate(certificate),
             },
         };
+        configure?.Invoke(handler);
         return new HttpClient(handler)
         {
             BaseAddress = host.AddressFor(transport),

@@ -56,7 +56,8 @@ public sealed class TestHost : IAsyncDisposable
         ServerKind kind,
         Action<WebApplication> mapEndpoints,
         bool https = true,
-        Action<IServiceCollection>? configureServices = null)
+        Action<IServiceCollection>? configureServices = null,
+        Action<WebApplicationBuilder>? configureBuilder = null)
     {
         var builder = WebApplication.CreateBuilder(new WebApplicationOptions
         {
@@ -66,6 +67,7 @@ public sealed class TestHost : IAsyncDisposable
         builder.Logging.ClearProviders();
         builder.Logging.AddFilter((_, level) => level >= LogLevel.Warning);
         configureServices?.Invoke(builder.Services);
+        configureBuilder?.Invoke(builder);
 
         Func<IServer, Addresses> resolveAddresses = kind switch
         {

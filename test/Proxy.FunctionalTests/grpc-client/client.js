@@ -1,5 +1,7 @@
 // A real gRPC client (grpc-js) for the functional tests.
-// Usage: node client.js <scenario> <host:port> [--tls <ca.pem>] [--call-id <id>]
+// Usage: node client.js <scenario> <host:port> [--tls <ca.pem>] [--call-id <id>] [--metadata <key>=<value>]...
+// --metadata adds a request header to every call (a proxy routes on it; a test backend reacts to it).
+// --deadline-ms sets the deadline of the 'deadline' scenario (default 300).
 // Prints one JSON object on stdout describing what the client saw; exits 0 when the scenario ran to its
 // end (even when the call ended with the error status the scenario expects), 2 on a timeout or a crash.
 'use strict';
@@ -14,13 +16,20 @@ const SCENARIO_TIMEOUT_MS = 15000;
 
 function parseArgs(argv) {
   const [scenario, address, ...rest] = argv;
-  const options = { scenario, address, tls: null, callId: 'none' };
+  const options = { scenario, address, tls: null, callId: 'none', metadata: [], deadlineMs: 300 };
   for (let i = 0; i < rest.length; i++) {
     if (rest[i] === '--tls') options.tls = rest[++i];
     else if (rest[i] === '--call-id') options.callId = rest[++i];
+    else if (rest[i] === '--deadline-ms') options.deadlineMs = Number(rest[++i]);
+    else if (rest[i] === '--metadata') {
+      const pair = rest[++i] || '';
+      const split = pair.indexOf('=');
+      if (split <= 0) throw new Error(`--metadata wants key=value, got '${pair}'`);
+      options.metadata.push([pair.slice(0, split), pair.slice(split + 1)]);
+    }
     else throw new Error(`unknown argument ${rest[i]}`);
   }
-  if (!scenario || !address) throw new Error('usage: client.js <scenario> <host:port> [--tls <ca.pem>] [--call-id <id>]');
+  if (!scenario || !address) throw new Error('usage: client.js <scenario> <host:port> [--tls <ca.pem>] [--call-id <id>] [--metadata <key>=<value>]... [--deadline-ms <ms>]');
   return options;
 }
 
@@ -29,15 +38,24 @@ function createClient(options) {
     keepCase: true, longs: String, enums: String, defaults: true, oneofs: true,
   });
   const proto = grpc.loadPackageDefinition(definition).proxy.interop;
+  // Every call carries the --metadata pairs, added by an interceptor so no scenario has to know.
+  const addMetadata = (callOptions, nextCall) => new grpc.InterceptingCall(nextCall(callOptions), {
+    start(metadata, listener, next) {
+      for (const [key, value] of options.metadata) metadata.add(key, value);
+      next(metadata, listener);
+    },
+  });
+  const interceptors = options.metadata.length > 0 ? [addMetadata] : [];
   if (options.tls) {
     const credentials = grpc.credentials.createSsl(fs.readFileSync(options.tls));
     // The certificate is issued to "localhost"; we dial 127.0.0.1.
     return new proto.Echo(options.address, credentials, {
       'grpc.ssl_target_name_override': 'localhost',
       'grpc.default_authority': 'localhost',
+      interceptors,
     });
   }
-  return new proto.Echo(options.address, grpc.credentials.createInsecure());
+  return new proto.Echo(options.address, grpc.credentials.createInsecure(), { interceptors });
 }
 
 const sha256 = (buffer) => crypto.createHash('sha256').update(buffer).digest('hex');
@@ -127,8 +145,13 @@ function bidiHeadersFirst(client) {
 
 function deadline(client, options) {
   const started = Date.now();
-  const call = client.Wait({ call_id: options.callId, replies_first: 0 }, { deadline: new Date(started + 300) });
+  const call = client.Wait({ call_id: options.callId, replies_first: 0 }, { deadline: new Date(started + options.deadlineMs) });
   return collectStream(call).then((result) => ({ ...result, elapsedMs: Date.now() - started }));
+}
+
+// Wait with no deadline and no reply first: the call ends however the other side (or a proxy) ends it.
+function wait(client, options) {
+  return collectStream(client.Wait({ call_id: options.callId, replies_first: 0 }));
 }
 
 function cancel(client, options) {
@@ -160,6 +183,7 @@ const scenarios = {
   'bidi-headers-first': bidiHeadersFirst,
   'deadline': deadline,
   'cancel': cancel,
+  'wait': wait,
   'error': fail,
   'error-after-replies': errorAfterReplies,
 };

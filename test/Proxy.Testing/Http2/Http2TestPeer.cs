@@ -17,24 +17,29 @@ namespace Proxy.Testing.Http2;
 // Owned by the test (sends are serialised, receives must come from one task at a time).
 public sealed class Http2TestPeer : IAsyncDisposable
 {
-    private readonly InMemoryDuplexPipe _client;
+    private readonly IDuplexPipe _client;
+    private readonly Http2Connection? _connection;
+    private readonly Task? _processTask;
+    private readonly IDisposable? _transport;
     private readonly HpackEncoder _encoder = new(4096, useHuffman: false);
     private readonly HpackDecoder _decoder = new(4096, 1024 * 1024);
     private readonly SemaphoreSlim _sendLock = new(1, 1);
     private readonly List<Http2TestFrame> _received = new();
     private bool _closed;
 
-    private Http2TestPeer(InMemoryDuplexPipe client, Http2Connection connection, Task processTask)
+    private Http2TestPeer(IDuplexPipe client, Http2Connection? connection, Task? processTask, IDisposable? transport = null)
     {
         _client = client;
-        Connection = connection;
-        ProcessTask = processTask;
+        _connection = connection;
+        _processTask = processTask;
+        _transport = transport;
     }
 
-    public Http2Connection Connection { get; }
+    /// <summary>The in-memory server connection (not available when the peer talks to a remote server).</summary>
+    public Http2Connection Connection => _connection ?? throw new InvalidOperationException("This peer talks to a remote server over a socket.");
 
-    /// <summary>Completes when the server's ProcessAsync returned.</summary>
-    public Task ProcessTask { get; }
+    /// <summary>Completes when the server's ProcessAsync returned (in-memory peers only).</summary>
+    public Task ProcessTask => _processTask ?? throw new InvalidOperationException("This peer talks to a remote server over a socket.");
 
     public TimeSpan ReceiveTimeout { get; set; } = TimeSpan.FromSeconds(5);
 
@@ -57,6 +62,27 @@ public sealed class Http2TestPeer : IAsyncDisposable
         var connection = new Http2Connection(server, options ?? new Http2Options(), handler, meta, time ?? TimeProvider.System);
         var process = Task.Run(() => connection.ProcessAsync(CancellationToken.None));
         return Task.FromResult(new Http2TestPeer(client, connection, process));
+    }
+
+    /// <summary>
+    /// A peer for a real server on <paramref name="endPoint"/> (cleartext, prior knowledge): the same script
+    /// API over a TCP socket. Nothing is sent yet; start with <see cref="HandshakeAsync"/>.
+    /// </summary>
+    public static async Task<Http2TestPeer> ConnectAsync(System.Net.EndPoint endPoint)
+    {
+        var socket = new System.Net.Sockets.Socket(System.Net.Sockets.SocketType.Stream, System.Net.Sockets.ProtocolType.Tcp) { NoDelay = true };
+        try
+        {
+            await socket.ConnectAsync(endPoint);
+        }
+        catch
+        {
+            socket.Dispose();
+            throw;
+        }
+
+        var stream = new System.Net.Sockets.NetworkStream(socket, ownsSocket: true);
+        return new Http2TestPeer(new StreamDuplexPipe(stream), connection: null, processTask: null, transport: stream);
     }
 
     // ---------------- Sending ----------------
@@ -459,6 +485,12 @@ public sealed class Http2TestPeer : IAsyncDisposable
         // Stop reading first so a server writer waiting on backpressure is released, then hang up.
         await _client.Input.CompleteAsync();
         await _client.Output.CompleteAsync();
+        if (_transport is not null)
+        {
+            _transport.Dispose();
+            return;
+        }
+
         try
         {
             await ProcessTask.WaitAsync(TimeSpan.FromSeconds(5));
@@ -467,6 +499,14 @@ public sealed class Http2TestPeer : IAsyncDisposable
         {
             Connection.Abort();
         }
+    }
+
+    /// <summary>A stream (a socket's NetworkStream) seen as a duplex pipe.</summary>
+    private sealed class StreamDuplexPipe(Stream stream) : IDuplexPipe
+    {
+        public PipeReader Input { get; } = PipeReader.Create(stream, new StreamPipeReaderOptions(leaveOpen: true));
+
+        public PipeWriter Output { get; } = PipeWriter.Create(stream, new StreamPipeWriterOptions(leaveOpen: true));
     }
 
     private sealed class FieldCollector : IHpackHeaderHandler
