@@ -29,6 +29,8 @@ public enum ForwarderError
     QueueTimeout,
     /// <summary>The admission queue was full (503 / UNAVAILABLE).</summary>
     QueueFull,
+    /// <summary>The client's request is malformed (bad target, header name or value) and was not forwarded (400).</summary>
+    RequestMalformed,
 }
 
 /// <summary>Set on <c>HttpContext.Features</c> when forwarding failed.</summary>

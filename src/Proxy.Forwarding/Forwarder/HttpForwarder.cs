@@ -55,6 +55,18 @@ internal sealed class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMet
             deadline = grpcTimeout;
         }
 
+        if (RequestValidator.FindMalformation(context) is { } malformation)
+        {
+            // Never forward a malformed request (RFC 9113 §8.1.1): the backend sees nothing.
+            ReportBeforeResponse(context, ForwarderError.RequestMalformed, new InvalidOperationException("Malformed request: " + malformation), isGrpc: false, deadlineExpired: false);
+            if (!context.Response.HasStarted)
+            {
+                await context.Response.WriteAsync("Malformed request: " + malformation + "\n").ConfigureAwait(false);
+            }
+
+            return ForwarderError.RequestMalformed;
+        }
+
         var activityTimeout = config.ActivityTimeout ?? (isGrpc ? Timeout.InfiniteTimeSpan : DefaultActivityTimeout);
         using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline);
         using var requestBodyCancellation = CancellationTokenSource.CreateLinkedTokenSource(cancellation.Token);
@@ -277,7 +289,7 @@ internal sealed class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMet
     internal static int StatusFor(ForwarderError error) => error switch
     {
         ForwarderError.RequestTimedOut => StatusCodes.Status504GatewayTimeout,
-        ForwarderError.RequestBodyClient => StatusCodes.Status400BadRequest,
+        ForwarderError.RequestBodyClient or ForwarderError.RequestMalformed => StatusCodes.Status400BadRequest,
         ForwarderError.NoAvailableDestinations or ForwarderError.QueueTimeout or ForwarderError.QueueFull => StatusCodes.Status503ServiceUnavailable,
         _ => StatusCodes.Status502BadGateway,
     };
