@@ -46,8 +46,9 @@ internal static class HostConfiguration
         }
         catch (InvalidDataException ex)
         {
-            // A JSON syntax error: the inner exception has the line and position.
-            throw new HostStartupException($"Config file '{path}' is not valid JSON: {ex.InnerException?.Message ?? ex.Message}", ex);
+            // A JSON syntax error: the innermost exception (from System.Text.Json) has the line and position.
+            var cause = ex.GetBaseException();
+            throw new HostStartupException($"Config file '{path}' is not valid JSON: {cause.Message}", ex);
         }
 
         // Re-added after the file so that they still win over it, as they do over appsettings.json.
