@@ -76,13 +76,23 @@ public sealed class DemoBackends : IAsyncDisposable
         // Args = []: the backends take nothing from the proxy's command line; only warnings reach the console.
         var builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = [] });
         builder.Logging.ClearProviders();
-        builder.Logging.AddSimpleConsole(o => o.SingleLine = true).SetMinimumLevel(LogLevel.Warning);
+        builder.Logging.AddSimpleConsole(o => o.SingleLine = true).SetMinimumLevel(LogLevel.Warning)
+            .AddFilter("Microsoft.Extensions.Hosting", LogLevel.None); // a failed start is reported once, by ProxyHostApp
         builder.WebHost.UseUrls(url);
         builder.WebHost.UseProxyServer();
         var app = builder.Build();
         map(app);
         _apps.Add(app);
-        await app.StartAsync(cancellationToken);
+        try
+        {
+            await app.StartAsync(cancellationToken);
+        }
+        catch (Exception ex) when (ex is IOException or Microsoft.AspNetCore.Connections.AddressInUseException or System.Net.Sockets.SocketException)
+        {
+            // Most likely the port is taken (another copy of the proxy, or a sample backend).
+            throw new HostStartupException($"A demo backend could not listen on {url} ({ex.Message}). Stop what uses the port, or set Demo:SseUrl / Demo:GrpcUrl (port 0 picks a free one).", ex);
+        }
+
         var bound = app.Services.GetRequiredService<IServer>().Features.GetRequiredFeature<IServerAddressesFeature>().Addresses.First();
         return new Uri(bound.EndsWith('/') ? bound : bound + "/");
     }

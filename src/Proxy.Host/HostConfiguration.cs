@@ -26,6 +26,8 @@ internal static class HostConfiguration
                 ["Logging:LogLevel:Default"] = "Information",
                 ["Logging:LogLevel:Microsoft.AspNetCore"] = "Warning",
                 ["Logging:LogLevel:Microsoft.Hosting.Lifetime"] = "Warning",
+                // A failed start is reported once, in one line, by ProxyHostApp.RunAsync.
+                ["Logging:LogLevel:Microsoft.Extensions.Hosting"] = "Critical",
             },
         });
 

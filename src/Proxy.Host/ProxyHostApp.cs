@@ -91,6 +91,12 @@ public sealed class ProxyHostApp : IAsyncDisposable
         {
             await host.App.StartAsync(cancellationToken);
         }
+        catch (Exception ex) when (ex is IOException or Microsoft.AspNetCore.Connections.AddressInUseException or System.Net.Sockets.SocketException)
+        {
+            var urls = host.App.Configuration[WebHostDefaults.ServerUrlsKey] is { Length: > 0 } configured ? configured : string.Join(";", DefaultUrls);
+            await host.DisposeAsync();
+            throw new HostStartupException($"The proxy could not listen on {urls} ({ex.Message}). Stop what uses the port, or pass --urls.", ex);
+        }
         catch
         {
             await host.DisposeAsync();
