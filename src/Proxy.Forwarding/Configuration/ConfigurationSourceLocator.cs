@@ -58,6 +58,7 @@ internal static class ConfigurationSourceLocator
             ?? file.Source.Path ?? file.ToString(),
         Microsoft.Extensions.Configuration.CommandLine.CommandLineConfigurationProvider => "the command line",
         Microsoft.Extensions.Configuration.EnvironmentVariables.EnvironmentVariablesConfigurationProvider => "environment variables",
+        Microsoft.Extensions.Configuration.Memory.MemoryConfigurationProvider => "in-memory configuration",
         _ => provider.ToString() ?? provider.GetType().Name,
     };
 }
