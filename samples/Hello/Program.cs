@@ -13,7 +13,14 @@ builder.WebHost.UseProxyServer();
 
 var app = builder.Build();
 
-app.MapMethods("/", ["GET", "POST"], () => "Hello from Proxy.Server\n");
+// NOTE: reads the request body to its end before answering, as most apps do. h2spec's malformed-request
+// probes (bad trailers, content-length mismatch, DATA after RST_STREAM, WINDOW_UPDATE overflow) expect a
+// stream error and do not skip a response that races ahead of it; an app that answers first makes them flaky.
+app.MapMethods("/", ["GET", "POST"], async (HttpContext context) =>
+{
+    await context.Request.Body.CopyToAsync(Stream.Null, context.RequestAborted);
+    return "Hello from Proxy.Server\n";
+});
 
 app.MapGet("/events", async (HttpContext context, CancellationToken aborted) =>
 {

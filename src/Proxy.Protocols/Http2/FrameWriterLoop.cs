@@ -32,14 +32,19 @@ internal sealed class FrameWriterLoop
     private readonly Queue<Http2Stream> _ready = new();
     private readonly List<Http2Stream> _connectionBlocked = new();
     private readonly HashSet<Http2Stream> _streamsWithWindow = new();
+    private readonly TimeProvider _time;
+    private ITimer? _flushTimer;
+    private int _flushTimedOut; // set by the flush timer (any thread)
 
     private long _connectionWindow = DefaultWindow;
     private int _peerInitialWindow = DefaultWindow;
     private int _peerMaxFrameSize = 16_384;
     private bool _transportClosed;
+    private volatile bool _dropStreamOutput; // set by the read loop when the connection closes
 
-    public FrameWriterLoop(Http2Connection connection, Http2Options options, ChannelReader<WriterMessage> messages, PipeWriter output)
+    public FrameWriterLoop(Http2Connection connection, Http2Options options, ChannelReader<WriterMessage> messages, PipeWriter output, TimeProvider time)
     {
+        _time = time;
         _connection = connection;
         _options = options;
         _messages = messages;
@@ -49,6 +54,11 @@ internal sealed class FrameWriterLoop
 
     public async Task RunAsync()
     {
+        LoopOwner.Enter(this);
+        if (_options.WriteTimeout != Timeout.InfiniteTimeSpan)
+        {
+            _flushTimer = _time.CreateTimer(static state => ((FrameWriterLoop)state!).OnFlushTimeout(), this, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+        }
         try
         {
             WriteOurSettings();
@@ -92,18 +102,54 @@ internal sealed class FrameWriterLoop
         }
         finally
         {
+            _flushTimer?.Dispose();
             StopAllStreams();
         }
     }
 
+    /// <summary>
+    /// One transport flush. A flush that waits longer than <see cref="Http2Options.WriteTimeout"/> means the peer
+    /// stopped reading (slow-read DoS): the flush is cancelled and the connection aborted, so neither the bytes
+    /// queued behind it nor the handlers waiting on it are held forever.
+    /// </summary>
     private async ValueTask FlushAsync()
     {
-        var result = await _output.Inner.FlushAsync();
+        var flush = _output.Inner.FlushAsync();
+        FlushResult result;
+        if (flush.IsCompleted || _flushTimer is null)
+        {
+            result = await flush;
+        }
+        else
+        {
+            _flushTimer.Change(_options.WriteTimeout, Timeout.InfiniteTimeSpan);
+            try
+            {
+                result = await flush;
+            }
+            finally
+            {
+                _flushTimer.Change(Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+            }
+        }
         _output.Unflushed = 0;
+        if (Volatile.Read(ref _flushTimedOut) == 1)
+        {
+            throw new TimeoutException("The peer did not read the connection's output within the write timeout.");
+        }
         if (result.IsCompleted || result.IsCanceled)
         {
             _transportClosed = true;
         }
+    }
+
+    /// <summary>Read loop, closing: write no more HEADERS or DATA (every stream is being aborted); control frames and GOAWAY still go.</summary>
+    internal void DropStreamOutput() => _dropStreamOutput = true;
+
+    private void OnFlushTimeout()
+    {
+        Volatile.Write(ref _flushTimedOut, 1);
+        _output.Inner.CancelPendingFlush();
     }
 
     /// <summary>RFC 9113 §3.4: the server preface is a SETTINGS frame, sent first; then the connection window is raised (§6.9.2).</summary>
@@ -129,6 +175,7 @@ internal sealed class FrameWriterLoop
 
     private void Handle(in WriterMessage message)
     {
+        LoopOwner.Assert(this, "FrameWriterLoop.Handle");
         if (message.IsControl)
         {
             _connection.OnControlFrameDequeued();
@@ -139,8 +186,11 @@ internal sealed class FrameWriterLoop
                 Schedule(message.Stream!);
                 break;
             case WriterMessageKind.PeerSettings:
-                ApplyPeerSettings(message.Settings);
-                Http2FrameWriter.WriteSettingsAck(_output);
+                // RFC 9113 §6.5.3: SETTINGS we reject with a connection error are not acknowledged.
+                if (ApplyPeerSettings(message.Settings))
+                {
+                    Http2FrameWriter.WriteSettingsAck(_output);
+                }
                 break;
             case WriterMessageKind.PingAck:
                 Http2FrameWriter.WritePing(_output, (ulong)message.Value, ack: true);
@@ -175,8 +225,8 @@ internal sealed class FrameWriterLoop
                 }
                 break;
             case WriterMessageKind.RejectStream:
-                WriteHeaderBlock(message.StreamId, [new(":status", ((int)message.Value).ToString(System.Globalization.CultureInfo.InvariantCulture))], endStream: true);
-                if (message.Flag)
+                if (WriteHeaderBlock(message.StreamId, [new(":status", ((int)message.Value).ToString(System.Globalization.CultureInfo.InvariantCulture))], endStream: true)
+                    && message.Flag)
                 {
                     Http2FrameWriter.WriteRstStream(_output, message.StreamId, Http2ErrorCode.NoError);
                 }
@@ -208,7 +258,8 @@ internal sealed class FrameWriterLoop
         }
     }
 
-    private void ApplyPeerSettings(PeerSettingsChange change)
+    /// <returns>False when the values caused a connection error (already posted to the read loop).</returns>
+    private bool ApplyPeerSettings(PeerSettingsChange change)
     {
         if (change.HeaderTableSize is { } tableSize)
         {
@@ -231,7 +282,7 @@ internal sealed class FrameWriterLoop
                 {
                     _connection.PostEvent(ReadLoopEvent.Error(new Http2ConnectionException(
                         "SETTINGS_INITIAL_WINDOW_SIZE made a stream window exceed 2^31-1.", Http2ErrorCode.FlowControlError, "initial_window_overflow")));
-                    return;
+                    return false;
                 }
                 if (delta > 0 && stream.BlockedOnStreamWindow && stream.SendWindow > 0)
                 {
@@ -240,6 +291,7 @@ internal sealed class FrameWriterLoop
                 }
             }
         }
+        return true;
     }
 
     private void ApplyPeerWindowUpdate(Http2Stream? stream, int increment)
@@ -265,10 +317,12 @@ internal sealed class FrameWriterLoop
             }
             return;
         }
-        if (stream.OutputStopped)
+        if (stream.OutputStopped && !stream.SendWindowInitialized)
         {
             return; // RFC 9113 §6.9: WINDOW_UPDATE on a closed stream is allowed and ignored
         }
+        // A stream whose output ended is still half-closed (local) for the peer, which may send WINDOW_UPDATE;
+        // the window is still tracked so an overflow is still a stream error.
         EnsureWindow(stream);
         stream.SendWindow += increment;
         // RFC 9113 §6.9.1: above 2^31-1 on a stream is a FLOW_CONTROL_ERROR stream error.
@@ -278,7 +332,7 @@ internal sealed class FrameWriterLoop
                 "WINDOW_UPDATE made the stream window exceed 2^31-1.", Http2ErrorCode.FlowControlError, "stream_window_overflow")));
             return;
         }
-        if (stream.BlockedOnStreamWindow && stream.SendWindow > 0)
+        if (stream.BlockedOnStreamWindow && stream.SendWindow > 0 && !stream.OutputStopped)
         {
             stream.BlockedOnStreamWindow = false;
             Schedule(stream);
@@ -303,7 +357,10 @@ internal sealed class FrameWriterLoop
     /// <summary>Writes the stream's HEADERS (once) and at most one DATA frame. Returns true when it has more ready now.</summary>
     private bool ServiceStream(Http2Stream stream)
     {
-        if (stream.OutputStopped || stream.AbortRequested)
+        LoopOwner.Assert(this, "FrameWriterLoop.ServiceStream");
+        // The read loop flags a reset stream before its StopStream message is queued: do not write a response the
+        // peer already cancelled (RFC 9113 §5.1: no frames but PRIORITY on a closed stream).
+        if (stream.OutputStopped || stream.AbortRequested || stream.OutputReleased || _dropStreamOutput)
         {
             return false;
         }
@@ -328,7 +385,14 @@ internal sealed class FrameWriterLoop
             }
             // A response without body or trailers ends the stream on HEADERS.
             var endOnHeaders = completed && buffer.IsEmpty && trailers is null;
-            WriteHeaderBlock(stream.StreamId, headers, endOnHeaders);
+            if (!WriteHeaderBlock(stream.StreamId, headers, endOnHeaders))
+            {
+                if (hasRead)
+                {
+                    reader.AdvanceTo(buffer.Start);
+                }
+                return false;
+            }
             stream.HeadersSent = true;
             if (endOnHeaders)
             {
@@ -377,7 +441,10 @@ internal sealed class FrameWriterLoop
         {
             if (trailers is not null)
             {
-                WriteHeaderBlock(stream.StreamId, trailers, endStream: true);
+                if (!WriteHeaderBlock(stream.StreamId, trailers, endStream: true))
+                {
+                    return false;
+                }
             }
             else
             {
@@ -389,13 +456,31 @@ internal sealed class FrameWriterLoop
     }
 
     /// <summary>Encodes a field list and writes it as HEADERS plus CONTINUATION frames within the peer's max frame size (RFC 9113 §6.10).</summary>
-    private void WriteHeaderBlock(int streamId, List<KeyValuePair<string, string>> fields, bool endStream)
+    /// <returns>False when nothing was written: encoding failed and the connection is closing.</returns>
+    private bool WriteHeaderBlock(int streamId, List<KeyValuePair<string, string>> fields, bool endStream)
     {
-        _headerBlock.ResetWrittenCount();
-        _encoder.BeginHeaderBlock(_headerBlock);
-        foreach (var (name, value) in fields)
+        if (_dropStreamOutput)
         {
-            _encoder.EncodeHeader(_headerBlock, name, value, neverIndex: name is "authorization" or "set-cookie" or "proxy-authorization");
+            return false;
+        }
+        _headerBlock.ResetWrittenCount();
+        try
+        {
+            _encoder.BeginHeaderBlock(_headerBlock);
+            foreach (var (name, value) in fields)
+            {
+                _encoder.EncodeHeader(_headerBlock, name, value, neverIndex: name is "authorization" or "set-cookie" or "proxy-authorization");
+            }
+        }
+        catch (Exception ex)
+        {
+            // Fields are validated on the app's thread, so this is a bug, not bad input. The encoder may have
+            // changed its dynamic table for a block the peer never sees, so the HPACK contexts no longer agree
+            // (RFC 7541 §2.3.2): no further header block can go out. Close the connection with GOAWAY.
+            _dropStreamOutput = true;
+            _connection.PostEvent(ReadLoopEvent.Error(new Http2ConnectionException(
+                "Encoding a header block failed: " + ex.Message, Http2ErrorCode.InternalError, "header_encoding_failed")));
+            return false;
         }
         var block = _headerBlock.WrittenSpan;
         var first = Math.Min(block.Length, _peerMaxFrameSize);
@@ -407,6 +492,7 @@ internal sealed class FrameWriterLoop
             Http2FrameWriter.WriteContinuation(_output, streamId, block[..size], endHeaders: size == block.Length);
             block = block[size..];
         }
+        return true;
     }
 
     /// <summary>The stream will write nothing more: drop its queued output and tell the read loop.</summary>
@@ -414,6 +500,12 @@ internal sealed class FrameWriterLoop
     {
         stream.OutputStopped = true;
         _streamsWithWindow.Remove(stream);
+        if (stream.InConnectionBlockedList)
+        {
+            // Waiting for connection credit no longer: do not keep the stream until a WINDOW_UPDATE arrives.
+            stream.InConnectionBlockedList = false;
+            _connectionBlocked.Remove(stream);
+        }
         // Completing the reader releases an app waiting in FlushAsync (it sees IsCompleted).
         stream.ResponseReader.Complete();
         _connection.PostEvent(ReadLoopEvent.OutputEnded(stream, wasReset));

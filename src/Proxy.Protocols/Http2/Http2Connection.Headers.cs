@@ -55,8 +55,14 @@ public sealed partial class Http2Connection
         {
             if (!_recentlyReset.Contains(streamId))
             {
-                // RFC 9113 §5.1 (closed) and §5.1.1 (ids only grow): HEADERS on a closed stream.
-                throw new Http2ConnectionException("HEADERS on a closed stream.", Http2ErrorCode.StreamClosed, "headers_closed_stream");
+                if (_recentlyClosed.Contains(streamId))
+                {
+                    // RFC 9113 §5.1 (closed): HEADERS on a stream that was open and is closed is STREAM_CLOSED.
+                    throw new Http2ConnectionException("HEADERS on a closed stream.", Http2ErrorCode.StreamClosed, "headers_closed_stream");
+                }
+                // RFC 9113 §5.1.1: a new stream id must exceed every id the client used: "An endpoint that receives an
+                // unexpected stream identifier MUST respond with a connection error of type PROTOCOL_ERROR."
+                throw new Http2ConnectionException("HEADERS with a stream id lower than one already used.", Http2ErrorCode.ProtocolError, "stream_id_not_increasing");
             }
             target = HeaderBlockTarget.Ignore; // we reset it: ignore (RFC 9113 §5.4.2), but decode
         }
@@ -85,10 +91,16 @@ public sealed partial class Http2Connection
         {
             CountEmptyFrame();
         }
+        else
+        {
+            _consecutiveEmptyFrames = 0;
+        }
         _headerBlockBuffer.ResetWrittenCount();
         Append(frame.HeaderBlockFragment);
         _headerBlockStreamId = streamId;
+        // Slowloris guard for the block; the connection is not idle while a block is open.
         SetTimeout(TimeoutKind.HeaderBlock, _options.RequestHeadersTimeout);
+        ClearTimeout(TimeoutKind.KeepAlive);
     }
 
     private void ProcessContinuation(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
@@ -109,6 +121,10 @@ public sealed partial class Http2Connection
         {
             CountEmptyFrame();
         }
+        else if (!frame.HeaderBlockFragment.IsEmpty)
+        {
+            _consecutiveEmptyFrames = 0;
+        }
         CheckHeaderBlockSize(_headerBlockBuffer.WrittenCount + frame.HeaderBlockFragment.Length);
         Append(frame.HeaderBlockFragment);
         if (!frame.EndHeaders)
@@ -117,7 +133,7 @@ public sealed partial class Http2Connection
         }
         var streamId = _headerBlockStreamId;
         _headerBlockStreamId = 0;
-        SetTimeout(TimeoutKind.None, default);
+        ClearTimeout(TimeoutKind.HeaderBlock);
         try
         {
             CompleteHeaderBlock(streamId, new ReadOnlySequence<byte>(_headerBlockBuffer.WrittenMemory));
@@ -226,15 +242,19 @@ public sealed partial class Http2Connection
             return;
         }
         // RFC 9113 §5.1.2: beyond SETTINGS_MAX_CONCURRENT_STREAMS the stream is refused (REFUSED_STREAM), counted
-        // toward the rapid-reset budget by ResetStream.
-        if (_streams.Count >= _options.MaxConcurrentStreams)
+        // toward the rapid-reset budget. Reset streams whose handler still runs hold their slot. Before the client
+        // acknowledged our SETTINGS it may legitimately assume no limit (RFC 9113 §6.5.2 note): not counted then.
+        if (_activeStreams >= _options.MaxConcurrentStreams)
         {
-            throw new Http2StreamException(streamId, "Too many concurrent streams.", Http2ErrorCode.RefusedStream, "max_concurrent_streams");
+            ResetStream(new Http2StreamException(streamId, "Too many concurrent streams.", Http2ErrorCode.RefusedStream, "max_concurrent_streams"),
+                countTowardRapidReset: _ourSettingsAcknowledged);
+            return;
         }
         var stream = new Http2Stream(this, _handler, streamId, _options, _options.InitialStreamWindowSize) { Connection = _metadata };
         stream.InitializeRequest(_headerCollector, endStream);
         _streams.Add(streamId, stream);
         _liveHandlers.Add(stream);
+        _activeStreams++;
         UpdateIdleTimeout();
         // The app runs on the thread pool, never on the read loop.
         ThreadPool.UnsafeQueueUserWorkItem(stream, preferLocal: false);

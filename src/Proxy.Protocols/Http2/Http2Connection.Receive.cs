@@ -1,3 +1,4 @@
+using System.Diagnostics.CodeAnalysis;
 using Proxy.Codecs.Http2;
 
 namespace Proxy.Protocols.Http2;
@@ -80,6 +81,7 @@ public sealed partial class Http2Connection
     /// <summary>Drains events posted by the writer loop, handlers and the host, then checks the timer.</summary>
     private void HandleWake()
     {
+        LoopOwner.Assert(this, "HandleWake");
         Volatile.Write(ref _wakePending, 0);
         while (_events.TryDequeue(out var e))
         {
@@ -89,9 +91,7 @@ public sealed partial class Http2Connection
                     OnOutputEnded(e.Stream!, e.WasReset);
                     break;
                 case ReadLoopEventKind.HandlerFinished:
-                    e.Stream!.HandlerFinished = true;
-                    _liveHandlers.Remove(e.Stream);
-                    ResetIfRequestUnfinished(e.Stream);
+                    OnHandlerFinished(e.Stream!);
                     break;
                 case ReadLoopEventKind.ProtocolError when e.Exception is Http2ConnectionException connectionError:
                     throw connectionError;
@@ -115,6 +115,7 @@ public sealed partial class Http2Connection
 
     private void ProcessFrame(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
     {
+        LoopOwner.Assert(this, "ProcessFrame");
         // RFC 9113 §3.4: the client's preface ends with a SETTINGS frame, which must come first.
         if (!_peerSettingsReceived && (header.Type != Http2FrameType.Settings || header.HasFlag(Http2FrameFlags.Ack)))
         {
@@ -124,6 +125,12 @@ public sealed partial class Http2Connection
         if (_headerBlockStreamId != 0 && (header.Type != Http2FrameType.Continuation || header.StreamId != _headerBlockStreamId))
         {
             throw new Http2ConnectionException("Expected CONTINUATION for the open header block.", Http2ErrorCode.ProtocolError, "expected_continuation");
+        }
+        // CVE-2019-9518 counts *adjacent* empty frames: any frame that carries something breaks the run
+        // (DATA, HEADERS and CONTINUATION reset it themselves when their content is not empty).
+        if (header.Length > 0 && header.Type is not (Http2FrameType.Data or Http2FrameType.Headers or Http2FrameType.Continuation))
+        {
+            _consecutiveEmptyFrames = 0;
         }
         try
         {
@@ -289,11 +296,12 @@ public sealed partial class Http2Connection
         {
             throw new Http2ConnectionException("RST_STREAM on an idle stream.", Http2ErrorCode.ProtocolError, "rst_idle_stream");
         }
-        if (_streams.Remove(header.StreamId, out var stream))
+        if (TakeStream(header.StreamId, out var stream))
         {
             stream.State = Http2StreamStateMachine.OnReset(stream.State);
+            // Releases an app waiting in FlushAsync now, not when the (possibly stuck) writer gets to the stream.
             stream.AbortFromConnection("The client reset the stream.");
-            EnqueueFromProducer(WriterMessage.StopStream(stream));
+            EnqueueControl(WriterMessage.StopStream(stream));
             CountReset(); // CVE-2023-44487 rapid reset
             AfterStreamClosed();
         }
@@ -306,7 +314,8 @@ public sealed partial class Http2Connection
         var count = Http2FrameReader.ReadSettings(header, payload);
         if (header.HasFlag(Http2FrameFlags.Ack))
         {
-            return; // our SETTINGS apply from now on; nothing we advertise needs a change on ACK
+            OnOurSettingsAcknowledged();
+            return;
         }
         int? tableSize = null, initialWindow = null, maxFrameSize = null;
         for (var i = 0; i < count; i++)
@@ -348,10 +357,7 @@ public sealed partial class Http2Connection
         if (!_peerSettingsReceived)
         {
             _peerSettingsReceived = true;
-            if (_timeoutKind == TimeoutKind.Preface)
-            {
-                SetTimeout(TimeoutKind.None, default);
-            }
+            ClearTimeout(TimeoutKind.Preface);
             UpdateIdleTimeout();
         }
     }
@@ -400,14 +406,14 @@ public sealed partial class Http2Connection
             // RFC 9113 §5.1: WINDOW_UPDATE on an idle stream is a PROTOCOL_ERROR connection error.
             throw new Http2ConnectionException("WINDOW_UPDATE on an idle stream.", Http2ErrorCode.ProtocolError, "window_update_idle_stream");
         }
-        if (!_streams.TryGetValue(header.StreamId, out var stream))
-        {
-            return; // closed: allowed and ignored (RFC 9113 §5.1)
-        }
-        // RFC 9113 §6.9: a zero increment on a stream is a PROTOCOL_ERROR stream error.
+        // RFC 9113 §6.9: a zero increment on a stream is a PROTOCOL_ERROR stream error, whatever its state.
         if (frame.WindowSizeIncrement == 0)
         {
             throw new Http2StreamException(header.StreamId, "WINDOW_UPDATE with 0 increment.", Http2ErrorCode.ProtocolError, "window_update_zero");
+        }
+        if (!_streams.TryGetValue(header.StreamId, out var stream))
+        {
+            return; // closed: allowed and ignored (RFC 9113 §5.1)
         }
         EnqueueControl(WriterMessage.PeerWindowUpdate(stream, frame.WindowSizeIncrement));
     }
@@ -415,10 +421,13 @@ public sealed partial class Http2Connection
     // ---- Stream lifecycle (read loop) ----
 
     /// <summary>The one place a stream error becomes RST_STREAM (RFC 9113 §5.4.2); the connection carries on.</summary>
-    private void ResetStream(Http2StreamException error)
+    private void ResetStream(Http2StreamException error, bool countTowardRapidReset = true)
     {
-        CountReset(); // MadeYouReset (CVE-2025-8671): resets the peer provokes count too
-        if (_streams.Remove(error.StreamId, out var stream))
+        if (countTowardRapidReset)
+        {
+            CountReset(); // MadeYouReset (CVE-2025-8671): resets the peer provokes count too
+        }
+        if (TakeStream(error.StreamId, out var stream))
         {
             stream.State = Http2StreamStateMachine.OnReset(stream.State);
             stream.AbortFromConnection(error.Message);
@@ -442,7 +451,7 @@ public sealed partial class Http2Connection
         if (wasReset)
         {
             // The app aborted (or the writer reset) the stream: closed, and we ignore the peer's frames for it.
-            _streams.Remove(stream.StreamId);
+            RemoveStream(stream);
             stream.State = Http2StreamStateMachine.OnReset(stream.State);
             stream.AbortFromConnection("The stream was reset.");
             RememberReset(stream.StreamId);
@@ -467,20 +476,52 @@ public sealed partial class Http2Connection
     private void ResetIfRequestUnfinished(Http2Stream stream)
     {
         if (!stream.HandlerFinished || !stream.OutputEnded || stream.State != Http2StreamState.HalfClosedLocal
-            || !_streams.Remove(stream.StreamId))
+            || !RemoveStream(stream))
         {
             return;
         }
         stream.State = Http2StreamStateMachine.OnReset(stream.State);
         stream.EndRequestBody();
-        EnqueueFromProducer(WriterMessage.RstStream(stream.StreamId, null, Http2ErrorCode.NoError, isControl: false));
+        EnqueueControl(WriterMessage.RstStream(stream.StreamId, null, Http2ErrorCode.NoError, isControl: true));
         RememberReset(stream.StreamId);
         AfterStreamClosed();
     }
 
+    /// <summary>
+    /// Removes a stream from the table. Its concurrency slot is freed only once its handler also finished:
+    /// a reset stream whose handler still runs keeps costing memory and a task (RFC 9113 §5.1.2 counts open
+    /// streams; like Kestrel and Go we also count the app's work, so a client cannot reset its way past the limit).
+    /// </summary>
+    private bool TakeStream(int streamId, [MaybeNullWhen(false)] out Http2Stream stream)
+    {
+        if (!_streams.Remove(streamId, out stream))
+        {
+            return false;
+        }
+        _recentlyClosed.Add(streamId);
+        if (stream.HandlerFinished)
+        {
+            _activeStreams--;
+        }
+        return true;
+    }
+
+    private bool RemoveStream(Http2Stream stream) => TakeStream(stream.StreamId, out _);
+
+    private void OnHandlerFinished(Http2Stream stream)
+    {
+        stream.HandlerFinished = true;
+        _liveHandlers.Remove(stream);
+        if (!_streams.TryGetValue(stream.StreamId, out var current) || current != stream)
+        {
+            _activeStreams--; // already out of the table: the slot is free now
+        }
+        ResetIfRequestUnfinished(stream);
+    }
+
     private void RemoveClosedStream(Http2Stream stream)
     {
-        _streams.Remove(stream.StreamId);
+        RemoveStream(stream);
         AfterStreamClosed();
     }
 
@@ -495,18 +536,7 @@ public sealed partial class Http2Connection
     }
 
     /// <summary>Remembers streams we reset so their in-flight frames are ignored, bounded to the last few hundred.</summary>
-    private void RememberReset(int streamId)
-    {
-        if (!_recentlyReset.Add(streamId))
-        {
-            return;
-        }
-        _recentlyResetOrder.Enqueue(streamId);
-        if (_recentlyResetOrder.Count > Math.Max(100, 2 * _options.MaxConcurrentStreams))
-        {
-            _recentlyReset.Remove(_recentlyResetOrder.Dequeue());
-        }
-    }
+    private void RememberReset(int streamId) => _recentlyReset.Add(streamId);
 
     /// <summary>Rapid reset guard (CVE-2023-44487): resets and refusals per window, over the limit GOAWAY ENHANCE_YOUR_CALM.</summary>
     private void CountReset()

@@ -35,16 +35,21 @@ public sealed partial class Http2Connection
     // ---- Owned by the read loop ----
     private readonly Dictionary<int, Http2Stream> _streams = new();
     private readonly HashSet<Http2Stream> _liveHandlers = new();
-    private readonly Queue<int> _recentlyResetOrder = new();
-    private readonly HashSet<int> _recentlyReset = new();
+    /// <summary>Streams that hold a SETTINGS_MAX_CONCURRENT_STREAMS slot: in the table, or reset but their handler still runs.</summary>
+    private int _activeStreams;
+    /// <summary>Streams we reset: their in-flight frames are ignored (RFC 9113 §5.4.2).</summary>
+    private readonly RecentStreamIds _recentlyReset;
+    /// <summary>Streams that were open and are closed now (any reason): HEADERS on them is STREAM_CLOSED, not an unexpected id.</summary>
+    private readonly RecentStreamIds _recentlyClosed;
     private readonly HpackDecoder _decoder;
     private readonly RequestHeaderCollector _headerCollector;
     private Task _writerTask = Task.CompletedTask;
     private ITimer? _timer;
-    private TimeoutKind _timeoutKind;
-    private DateTimeOffset _deadline;
+    private readonly TimeSpan[] _deadlines = [NoDeadline, NoDeadline, NoDeadline, NoDeadline, NoDeadline];
+    private long _timeOrigin;
     private int _lastStreamId;
     private bool _peerSettingsReceived;
+    private bool _ourSettingsAcknowledged;
     private bool _peerGoingAway;
     private int _shutdownPhase; // 0 none, 1 first GOAWAY + PING sent, 2 final GOAWAY sent
     private bool _stopReading;
@@ -58,11 +63,13 @@ public sealed partial class Http2Connection
     private readonly ConcurrentQueue<ReadLoopEvent> _events = new();
     private readonly CancellationTokenSource _abortCts = new();
     private readonly int _connectionUpdateThreshold;
+    private readonly int _connectionLowWindowStep;
     private int _wakePending;
     private int _timerFired;
     private int _queuedControlFrames;
     private int _connectionReceiveWindow;
     private int _pendingConnectionCredit;
+    private volatile bool _writerChannelCompleted;
 
     public Http2Connection(IDuplexPipe transport, Http2Options options, IHttpRequestHandler handler, ConnectionMetadata meta, TimeProvider time)
     {
@@ -73,10 +80,17 @@ public sealed partial class Http2Connection
         _handler = handler ?? throw new ArgumentNullException(nameof(handler));
         _metadata = meta ?? throw new ArgumentNullException(nameof(meta));
         _time = time ?? TimeProvider.System;
-        _decoder = new HpackDecoder(options.HeaderTableSize, Math.Max(4096, 2 * options.MaxHeaderListSize));
+        // Until the peer acknowledges our SETTINGS its encoder may use the protocol default (4,096); a smaller
+        // configured table is applied at the ACK (OnOurSettingsAcknowledged).
+        _decoder = new HpackDecoder(Math.Max(4096, options.HeaderTableSize), Math.Max(4096, 2 * options.MaxHeaderListSize));
+        _recentlyReset = new RecentStreamIds(Math.Max(100, 2 * options.MaxConcurrentStreams));
+        _recentlyClosed = new RecentStreamIds(Math.Max(100, 2 * options.MaxConcurrentStreams));
         _headerCollector = new RequestHeaderCollector(options.MaxHeaderListSize, options.MaxHeaderCount);
         _connectionReceiveWindow = Math.Max(65_535, options.InitialConnectionWindowSize);
         _connectionUpdateThreshold = Math.Max(1, _connectionReceiveWindow / 2);
+        // One stream can hold at most its own window unread; the rest of the connection window keeps circulating
+        // among the others, so returning credit in steps of half that rest always makes progress.
+        _connectionLowWindowStep = Math.Max(1, Math.Min(_connectionUpdateThreshold, _connectionReceiveWindow - options.InitialStreamWindowSize) / 2);
         // Room for the control-frame cap, a scheduling signal per stream and replies; a full channel is never
         // grown: the read loop treats it as abuse, producers wait.
         var capacity = Math.Max(options.WriterQueueCapacity, options.MaxQueuedControlFrames + 4 * options.MaxConcurrentStreams + 64);
@@ -87,7 +101,7 @@ public sealed partial class Http2Connection
             FullMode = BoundedChannelFullMode.Wait,
             AllowSynchronousContinuations = false,
         });
-        _writer = new FrameWriterLoop(this, options, _writerChannel.Reader, _output);
+        _writer = new FrameWriterLoop(this, options, _writerChannel.Reader, _output, _time);
     }
 
     /// <summary>The connection's metadata, as given by the host.</summary>
@@ -99,7 +113,9 @@ public sealed partial class Http2Connection
     /// </summary>
     public async Task ProcessAsync(CancellationToken ct)
     {
+        LoopOwner.Enter(this);
         using var registration = ct.Register(static state => ((Http2Connection)state!).Abort(), this);
+        _timeOrigin = _time.GetTimestamp();
         _timer = _time.CreateTimer(static state => ((Http2Connection)state!).OnTimer(), this, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
         _writerTask = _writer.RunAsync();
         Http2ErrorCode? goAway = null;
@@ -128,9 +144,16 @@ public sealed partial class Http2Connection
         }
         finally
         {
-            await CloseAsync(goAway);
-            _timer.Dispose();
-            _processCompleted.TrySetResult();
+            try
+            {
+                await CloseAsync(goAway);
+            }
+            finally
+            {
+                // Even if closing failed, ShutdownAsync must not wait forever.
+                _timer.Dispose();
+                _processCompleted.TrySetResult();
+            }
         }
     }
 
@@ -188,34 +211,30 @@ public sealed partial class Http2Connection
         Wake();
     }
 
-    /// <summary>App threads (stream output signals, window updates): the channel is bounded, so a full one makes them wait.</summary>
+    /// <summary>
+    /// App threads (stream output signals, window updates, aborts). Never waits and never spawns a task: what a
+    /// producer can queue is bounded by design (at most one output signal, abort and a couple of window updates
+    /// per live stream, and live streams are capped), and the channel has room for that beyond the control-frame
+    /// cap. A full channel therefore means a peer that stopped reading while churning streams: the connection is
+    /// closed with ENHANCE_YOUR_CALM rather than letting a queue grow.
+    /// </summary>
     internal void EnqueueFromProducer(WriterMessage message)
     {
-        if (!_writerChannel.Writer.TryWrite(message))
+        if (!_writerChannel.Writer.TryWrite(message) && !_writerChannelCompleted)
         {
-            _ = WriteSlowAsync(message);
-        }
-    }
-
-    private async Task WriteSlowAsync(WriterMessage message)
-    {
-        try
-        {
-            await _writerChannel.Writer.WriteAsync(message);
-        }
-        catch (ChannelClosedException)
-        {
-            // The connection is closing; the message no longer matters.
+            PostEvent(ReadLoopEvent.Error(new Http2ConnectionException(
+                "The writer queue is full.", Http2ErrorCode.EnhanceYourCalm, "writer_queue_full")));
         }
     }
 
     /// <summary>
-    /// Read loop: queues a frame the peer caused (ACKs, window updates, resets). These count toward
-    /// MaxQueuedControlFrames; past it, or with a full channel, the peer is flooding us (CVE-2019-9512/9515).
+    /// Read loop: every message the read loop queues (ACKs, window updates, resets, GOAWAY). These count toward
+    /// MaxQueuedControlFrames; past it, or with a full channel, the peer is flooding us or not reading
+    /// (CVE-2019-9512/9515). The read loop never waits on the writer and never queues through a task.
     /// </summary>
     private void EnqueueControl(WriterMessage message)
     {
-        if (Interlocked.Increment(ref _queuedControlFrames) > _options.MaxQueuedControlFrames || !_writerChannel.Writer.TryWrite(message))
+        if (Interlocked.Increment(ref _queuedControlFrames) > _options.MaxQueuedControlFrames || !_writerChannel.Writer.TryWrite(message.AsControl()))
         {
             throw new Http2ConnectionException("Too many control frames queued for writing.", Http2ErrorCode.EnhanceYourCalm, "control_frame_flood");
         }
@@ -226,7 +245,7 @@ public sealed partial class Http2Connection
 
     /// <summary>
     /// Any thread: request body bytes were consumed (or dropped) so the connection window can grow again.
-    /// Credit is returned in steps of half the window, not per frame.
+    /// Credit is returned in steps of half the window, not per frame (smaller steps when the window runs low).
     /// </summary>
     internal void ReturnConnectionCredit(int bytes)
     {
@@ -235,7 +254,11 @@ public sealed partial class Http2Connection
             return;
         }
         var pending = Interlocked.Add(ref _pendingConnectionCredit, bytes);
-        if (pending >= _connectionUpdateThreshold)
+        // NOTE: normally credit goes back in steps of half the window. When the peer's remaining window is below
+        // that step (bytes sit unread in some stream that does not read its body), waiting for a full step
+        // would stall every other stream of the connection: return smaller steps then.
+        if (pending >= _connectionUpdateThreshold
+            || (pending >= _connectionLowWindowStep && Volatile.Read(ref _connectionReceiveWindow) < _connectionUpdateThreshold))
         {
             var increment = Interlocked.Exchange(ref _pendingConnectionCredit, 0);
             if (increment > 0)
@@ -247,55 +270,102 @@ public sealed partial class Http2Connection
         }
     }
 
-    // ---- Timeouts (one timer, the read loop decides what a firing means) ----
+    // ---- Timeouts (one deadline per kind, one timer armed for the earliest; the read loop decides) ----
 
     private enum TimeoutKind
     {
-        None,
         Preface,
         HeaderBlock,
         KeepAlive,
         ShutdownPing,
+        ShutdownDrain,
     }
+
+    private static readonly TimeSpan NoDeadline = TimeSpan.MaxValue;
+
+    /// <summary>Monotonic time since the connection started (timestamps, not the wall clock, which can jump).</summary>
+    private TimeSpan Now => _time.GetElapsedTime(_timeOrigin);
 
     private void SetTimeout(TimeoutKind kind, TimeSpan after)
     {
-        _timeoutKind = kind;
-        if (kind == TimeoutKind.None || after == Timeout.InfiniteTimeSpan)
+        _deadlines[(int)kind] = after == Timeout.InfiniteTimeSpan ? NoDeadline : Now + after;
+        ArmTimer();
+    }
+
+    private void ClearTimeout(TimeoutKind kind)
+    {
+        if (_deadlines[(int)kind] != NoDeadline)
         {
-            _timeoutKind = TimeoutKind.None;
+            _deadlines[(int)kind] = NoDeadline;
+            ArmTimer();
+        }
+    }
+
+    private bool IsTimeoutSet(TimeoutKind kind) => _deadlines[(int)kind] != NoDeadline;
+
+    /// <summary>Arms the timer for the earliest deadline (or disarms it).</summary>
+    private void ArmTimer()
+    {
+        var next = NoDeadline;
+        foreach (var deadline in _deadlines)
+        {
+            if (deadline < next)
+            {
+                next = deadline;
+            }
+        }
+        if (next == NoDeadline)
+        {
             _timer?.Change(Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
             return;
         }
-        _deadline = _time.GetUtcNow() + after;
-        _timer?.Change(after, Timeout.InfiniteTimeSpan);
+        var remaining = next - Now;
+        _timer?.Change(remaining > TimeSpan.Zero ? remaining : TimeSpan.Zero, Timeout.InfiniteTimeSpan);
     }
 
+    /// <summary>
+    /// Runs every timeout whose deadline passed, then re-arms for the rest: timers may fire a little early, and
+    /// a firing that finds nothing due must not lose the timeout.
+    /// </summary>
     private void CheckTimeout()
     {
-        if (Interlocked.Exchange(ref _timerFired, 0) == 0 || _timeoutKind == TimeoutKind.None || _time.GetUtcNow() < _deadline)
+        if (Interlocked.Exchange(ref _timerFired, 0) == 0)
         {
             return;
         }
-        switch (_timeoutKind)
+        var now = Now;
+        for (var i = 0; i < _deadlines.Length; i++)
         {
-            case TimeoutKind.Preface:
-            case TimeoutKind.HeaderBlock:
-                throw new Http2ConnectionException("The client did not send the preface, SETTINGS or a complete header block in time.",
-                    Http2ErrorCode.ProtocolError, "request_headers_timeout");
-            case TimeoutKind.KeepAlive:
-                Stop(Http2ErrorCode.NoError);
-                break;
-            case TimeoutKind.ShutdownPing:
-                SendFinalGoAway();
-                break;
+            if (_deadlines[i] > now)
+            {
+                continue;
+            }
+            _deadlines[i] = NoDeadline;
+            switch ((TimeoutKind)i)
+            {
+                case TimeoutKind.Preface:
+                case TimeoutKind.HeaderBlock:
+                    throw new Http2ConnectionException("The client did not send the preface, SETTINGS or a complete header block in time.",
+                        Http2ErrorCode.ProtocolError, "request_headers_timeout");
+                case TimeoutKind.KeepAlive:
+                    Stop(Http2ErrorCode.NoError);
+                    break;
+                case TimeoutKind.ShutdownPing:
+                    SendFinalGoAway();
+                    break;
+                case TimeoutKind.ShutdownDrain:
+                    // The final GOAWAY is out; streams that did not finish in time are aborted by the close.
+                    Stop(null);
+                    break;
+            }
         }
+        ArmTimer();
     }
 
     /// <summary>Re-arms the idle timer once no stream and no header block is in progress.</summary>
     private void UpdateIdleTimeout()
     {
-        if (_headerBlockStreamId != 0 || _shutdownPhase == 1)
+        if (_headerBlockStreamId != 0)
         {
             return;
         }
@@ -303,9 +373,25 @@ public sealed partial class Http2Connection
         {
             SetTimeout(TimeoutKind.KeepAlive, _options.KeepAliveTimeout);
         }
-        else if (_timeoutKind == TimeoutKind.KeepAlive)
+        else
         {
-            SetTimeout(TimeoutKind.None, default);
+            ClearTimeout(TimeoutKind.KeepAlive);
+        }
+    }
+
+    /// <summary>SETTINGS ACK from the peer: our advertised values now bind it (RFC 9113 §6.5.3).</summary>
+    private void OnOurSettingsAcknowledged()
+    {
+        if (_ourSettingsAcknowledged)
+        {
+            return;
+        }
+        _ourSettingsAcknowledged = true;
+        // RFC 7541 §4.2 / RFC 9113 §6.5.3: until now the peer's encoder could use the default 4,096-octet table;
+        // from here on our (possibly smaller) SETTINGS_HEADER_TABLE_SIZE applies.
+        if (_options.HeaderTableSize < 4096)
+        {
+            _decoder.SetMaxDynamicTableSize(_options.HeaderTableSize);
         }
     }
 
@@ -332,8 +418,8 @@ public sealed partial class Http2Connection
         // Phase one: GOAWAY with 2^31-1 tells the client to stop opening streams, the PING measures a round
         // trip so streams already in flight are not lost (RFC 9113 §6.8).
         _shutdownPhase = 1;
-        EnqueueFromProducer(WriterMessage.GoAway(int.MaxValue, Http2ErrorCode.NoError));
-        EnqueueFromProducer(WriterMessage.Ping(ShutdownPingPayload));
+        EnqueueControl(WriterMessage.GoAway(int.MaxValue, Http2ErrorCode.NoError));
+        EnqueueControl(WriterMessage.Ping(ShutdownPingPayload));
         SetTimeout(TimeoutKind.ShutdownPing, ShutdownPingTimeout);
     }
 
@@ -344,22 +430,30 @@ public sealed partial class Http2Connection
             return;
         }
         _shutdownPhase = 2;
-        EnqueueFromProducer(WriterMessage.GoAway(_lastStreamId, Http2ErrorCode.NoError));
-        SetTimeout(TimeoutKind.None, default);
+        EnqueueControl(WriterMessage.GoAway(_lastStreamId, Http2ErrorCode.NoError));
+        ClearTimeout(TimeoutKind.ShutdownPing);
         if (_streams.Count == 0)
         {
             Stop(null);
+            return;
         }
+        // Open streams may finish, but not forever: one stuck handler must not keep the connection (and the host's shutdown) open.
+        SetTimeout(TimeoutKind.ShutdownDrain, _options.ShutdownDrainTimeout);
     }
 
     private async Task CloseAsync(Http2ErrorCode? goAway)
     {
         _stopReading = true;
-        SetTimeout(TimeoutKind.None, default);
+        // Every stream is aborted below: the writer sends only what is queued for the connection (GOAWAY, resets),
+        // no more HEADERS or DATA.
+        _writer.DropStreamOutput();
+        Array.Fill(_deadlines, NoDeadline);
+        ArmTimer();
         if (goAway is { } code && _shutdownPhase != 2)
         {
             _writerChannel.Writer.TryWrite(WriterMessage.GoAway(_lastStreamId, code));
         }
+        _writerChannelCompleted = true;
         _writerChannel.Writer.TryComplete();
         foreach (var stream in _streams.Values)
         {
@@ -370,6 +464,11 @@ public sealed partial class Http2Connection
             stream.AbortFromConnection("The connection closed.");
         }
         _streams.Clear();
+        if (_abortCts.IsCancellationRequested || _writerFailed)
+        {
+            // Aborted, or the transport is failing: no ceremony, do not wait for a flush the peer may never take.
+            _output.CancelPendingFlush();
+        }
         try
         {
             await _writerTask.WaitAsync(CloseWriteTimeout, _time);

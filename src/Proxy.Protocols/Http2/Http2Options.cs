@@ -43,6 +43,14 @@ public sealed class Http2Options
     public int MaxWriteBatchSize { get; set; } = 64 * 1024;
     /// <summary>Capacity of the writer loop's channel (bounded; a full channel applies backpressure to producers, never grows).</summary>
     public int WriterQueueCapacity { get; set; } = 1024;
+    /// <summary>
+    /// Slow-read guard (a minimum response data rate): a transport flush that has not completed after this long
+    /// (the client stopped reading, or reads slower than about MaxWriteBatchSize per WriteTimeout) aborts the
+    /// connection. <see cref="Timeout.InfiniteTimeSpan"/> disables it.
+    /// </summary>
+    public TimeSpan WriteTimeout { get; set; } = TimeSpan.FromSeconds(30);
+    /// <summary>After the final GOAWAY of a graceful shutdown, how long open streams may take to finish before the connection is aborted.</summary>
+    public TimeSpan ShutdownDrainTimeout { get; set; } = TimeSpan.FromSeconds(30);
     /// <summary>Largest response body bytes a stream may have queued for the writer before its FlushAsync waits.</summary>
     public int MaxStreamOutputBufferSize { get; set; } = 64 * 1024;
 }

@@ -1,3 +1,4 @@
+using System.Buffers;
 using System.Globalization;
 using Proxy.Codecs.Http2;
 
@@ -15,7 +16,7 @@ internal sealed partial class Http2Stream
     /// <summary>Snapshots status + headers once and schedules the stream: HEADERS leave without waiting for body bytes.</summary>
     private void StartResponseCore()
     {
-        if (Interlocked.Exchange(ref _responseStarted, 1) == 1)
+        if (Volatile.Read(ref _responseStarted) == 1)
         {
             return;
         }
@@ -23,26 +24,39 @@ internal sealed partial class Http2Stream
         {
             new(":status", StatusCode.ToString(CultureInfo.InvariantCulture)),
         };
+        // Throws InvalidOperationException for a field we must not send; the response has not started then,
+        // so the app (or the engine, with a 500) can still answer.
         AddResponseFields(fields, ResponseHeaders);
+        if (Interlocked.Exchange(ref _responseStarted, 1) == 1)
+        {
+            return;
+        }
         _submittedHeaders = fields;
         SignalOutput();
     }
 
     public override async ValueTask CompleteAsync()
     {
+        if (Volatile.Read(ref _responseCompleted) == 1)
+        {
+            return;
+        }
+        // Validate everything before marking the response complete: if a field is invalid the app gets the
+        // exception and the engine can still end the stream (500 or RST_STREAM) afterwards.
+        StartResponseCore();
+        List<KeyValuePair<string, string>>? trailers = null;
+        if (ResponseTrailers.Count > 0)
+        {
+            trailers = new List<KeyValuePair<string, string>>(ResponseTrailers.Count);
+            AddResponseFields(trailers, ResponseTrailers);
+        }
         if (Interlocked.Exchange(ref _responseCompleted, 1) == 1)
         {
             return;
         }
-        StartResponseCore();
-        if (ResponseTrailers.Count > 0)
+        if (trailers is { Count: > 0 })
         {
-            var trailers = new List<KeyValuePair<string, string>>(ResponseTrailers.Count);
-            AddResponseFields(trailers, ResponseTrailers);
-            if (trailers.Count > 0)
-            {
-                _submittedTrailers = trailers;
-            }
+            _submittedTrailers = trailers;
         }
         // Completing the pipe publishes the trailers to the writer loop (the pipe's lock orders them).
         await _responsePipe.Writer.CompleteAsync();
@@ -87,6 +101,9 @@ internal sealed partial class Http2Stream
     /// <summary>
     /// Lowercases names and drops connection-specific fields the app may have set: RFC 9113 §8.2.2 forbids
     /// them in HTTP/2 ("An endpoint MUST NOT generate an HTTP/2 message containing connection-specific header fields").
+    /// Throws <see cref="InvalidOperationException"/> for a field that is not valid (RFC 9113 §8.2.1: an endpoint
+    /// MUST NOT generate invalid field names or values), on the app's thread, so nothing bad reaches the
+    /// connection's HPACK encoder.
     /// </summary>
     private static void AddResponseFields(List<KeyValuePair<string, string>> target, HttpHeaderList source)
     {
@@ -96,12 +113,36 @@ internal sealed partial class Http2Stream
             {
                 continue;
             }
+            ValidateField(name, value);
             var lower = name.ToLowerInvariant();
             if (RequestHeaderCollector.IsConnectionSpecific(lower))
             {
                 continue;
             }
             target.Add(new(lower, value));
+        }
+    }
+
+    private static readonly SearchValues<char> TokenChars =
+        SearchValues.Create("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ");
+
+    /// <summary>
+    /// Names must be tokens (RFC 9110 §5.1; uppercase is lowercased later, RFC 9113 §8.2); values must not
+    /// contain NUL, CR or LF (RFC 9113 §8.2.1) and must fit in one octet per character (HPACK carries octets).
+    /// </summary>
+    private static void ValidateField(string name, string value)
+    {
+        if (name.AsSpan().ContainsAnyExcept(TokenChars))
+        {
+            throw new InvalidOperationException($"Invalid response header name '{name}': HTTP/2 field names are tokens (RFC 9110 §5.1).");
+        }
+        foreach (var c in value)
+        {
+            if (c is '\0' or '\r' or '\n' or > '\u00FF')
+            {
+                throw new InvalidOperationException(
+                    $"Invalid value for response header '{name}': NUL, CR, LF and characters above U+00FF are not allowed (RFC 9113 §8.2.1).");
+            }
         }
     }
 
@@ -138,6 +179,8 @@ internal sealed partial class Http2Stream
             {
                 return;
             }
+            // Flag first: the read loop checks it before writing into the pipe this completes.
+            _stream.MarkRequestBodyAbandoned();
             _inner.Complete(exception);
             _stream.OnRequestBodyAbandoned();
         }
@@ -164,8 +207,11 @@ internal sealed partial class Http2Stream
     // Owned by the app (one writer at a time, as for any PipeWriter).
     private sealed class ResponseBodyWriter : PipeWriter
     {
+        private static readonly FlushResult Ended = new(isCanceled: false, isCompleted: true);
         private readonly Http2Stream _stream;
         private readonly PipeWriter _inner;
+        private byte[]? _discard;
+        private bool _lastBufferDiscarded;
 
         public ResponseBodyWriter(Http2Stream stream, PipeWriter inner)
         {
@@ -173,12 +219,44 @@ internal sealed partial class Http2Stream
             _inner = inner;
         }
 
+        /// <summary>A reset or closed stream takes no more output.</summary>
+        private bool OutputClosed => _stream._abortRequested || _stream._outputReleased || _stream._abortedCts.IsCancellationRequested;
+
         public override bool CanGetUnflushedBytes => _inner.CanGetUnflushedBytes;
         public override long UnflushedBytes => _inner.UnflushedBytes;
 
-        public override void Advance(int bytes) => _inner.Advance(bytes);
-        public override Memory<byte> GetMemory(int sizeHint = 0) => _inner.GetMemory(sizeHint);
-        public override Span<byte> GetSpan(int sizeHint = 0) => _inner.GetSpan(sizeHint);
+        public override void Advance(int bytes)
+        {
+            if (!_lastBufferDiscarded)
+            {
+                _inner.Advance(bytes);
+            }
+        }
+
+        public override Memory<byte> GetMemory(int sizeHint = 0)
+            => OutputClosed ? Discard(sizeHint) : Keep(_inner.GetMemory(sizeHint));
+
+        public override Span<byte> GetSpan(int sizeHint = 0)
+            => OutputClosed ? Discard(sizeHint).Span : Keep(_inner.GetMemory(sizeHint)).Span;
+
+        private Memory<byte> Keep(Memory<byte> memory)
+        {
+            _lastBufferDiscarded = false;
+            return memory;
+        }
+
+        /// <summary>Writes after the stream closed go to a scratch buffer, so an app that ignores IsCompleted cannot grow memory.</summary>
+        private Memory<byte> Discard(int sizeHint)
+        {
+            _lastBufferDiscarded = true;
+            var size = Math.Max(sizeHint, 4096);
+            if (_discard is null || _discard.Length < size)
+            {
+                _discard = new byte[size];
+            }
+            return _discard;
+        }
+
         public override void CancelPendingFlush() => _inner.CancelPendingFlush();
 
         public override void Complete(Exception? exception = null)
@@ -204,15 +282,24 @@ internal sealed partial class Http2Stream
         public override ValueTask<FlushResult> FlushAsync(CancellationToken cancellationToken = default)
         {
             // A reset stream takes no more output: report completion instead of queueing bytes nobody will send.
-            if (_stream._abortRequested || _stream._abortedCts.IsCancellationRequested)
+            if (OutputClosed)
             {
-                return new ValueTask<FlushResult>(new FlushResult(isCanceled: false, isCompleted: true));
+                return new ValueTask<FlushResult>(Ended);
             }
             _stream.StartResponseCore();
             // Publish the bytes first, then signal: the writer loop must find them when it looks.
             var flush = _inner.FlushAsync(cancellationToken);
             _stream.SignalOutput();
-            return flush;
+            if (flush.IsCompletedSuccessfully)
+            {
+                return new ValueTask<FlushResult>(Translate(flush.Result));
+            }
+            return AwaitFlushAsync(flush);
         }
+
+        private async ValueTask<FlushResult> AwaitFlushAsync(ValueTask<FlushResult> flush) => Translate(await flush);
+
+        /// <summary>The read loop cancels the pending flush when the stream is gone: the app sees the stream ended.</summary>
+        private FlushResult Translate(FlushResult result) => result.IsCanceled && _stream._outputReleased ? Ended : result;
     }
 }

@@ -66,6 +66,8 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     internal List<KeyValuePair<string, string>>? SubmittedHeaders => _submittedHeaders;
     internal List<KeyValuePair<string, string>>? SubmittedTrailers => _submittedTrailers;
     internal bool AbortRequested => _abortRequested;
+    /// <summary>The read loop closed the stream (peer reset, stream error, connection closing): nothing more goes out.</summary>
+    internal bool OutputReleased => _outputReleased;
 
     // ---- Shared atomics ----
 
@@ -76,6 +78,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     private int _pendingStreamCredit; // consumed bytes not yet returned by a stream WINDOW_UPDATE
     private long _bufferedBodyBytes;  // in the request pipe, not yet consumed by the app
     private volatile bool _requestBodyAbandoned;
+    private volatile bool _outputReleased; // read loop: the peer will never get more of this response
     private volatile bool _remoteEnded;
     private readonly int _streamUpdateThreshold;
 
@@ -126,13 +129,25 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
         {
             return (int)Interlocked.Exchange(ref _bufferedBodyBytes, 0);
         }
-        foreach (var segment in data)
+        try
         {
-            _requestPipe.Writer.Write(segment.Span);
+            foreach (var segment in data)
+            {
+                _requestPipe.Writer.Write(segment.Span);
+            }
+            // Never pending (the pipe has no pause threshold), so this does not block the read loop.
+            var flush = _requestPipe.Writer.FlushAsync();
+            if (!flush.IsCompletedSuccessfully)
+            {
+                flush.AsTask().GetAwaiter().GetResult(); // completed with an error: rethrows it
+            }
         }
-        // Never waits: the pipe has no pause threshold.
-        var flush = _requestPipe.Writer.FlushAsync();
-        flush.GetAwaiter().GetResult();
+        catch (Exception)
+        {
+            // The app completed the body reader (possibly with an exception) while this frame arrived: its bytes
+            // will never be read. Never let that escape into the read loop (it would close the whole connection).
+            return (int)Interlocked.Exchange(ref _bufferedBodyBytes, 0);
+        }
         if (_requestBodyAbandoned)
         {
             return (int)Interlocked.Exchange(ref _bufferedBodyBytes, 0);
@@ -156,6 +171,11 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     {
         _remoteEnded = true;
         _requestPipe.Writer.Complete(new IOException(reason));
+        // Release an app waiting in FlushAsync at once, even if the writer loop is stuck on a peer that does
+        // not read: later flushes report IsCompleted and later writes are dropped. The reader stays the
+        // writer loop's to complete.
+        _outputReleased = true;
+        _responsePipe.Writer.CancelPendingFlush();
         ThreadPool.UnsafeQueueUserWorkItem(static cts =>
         {
             try
@@ -197,6 +217,8 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     }
 
     /// <summary>The app (or the engine after the handler) completed the body reader: unread bytes go back to the connection.</summary>
+    private void MarkRequestBodyAbandoned() => _requestBodyAbandoned = true;
+
     private void OnRequestBodyAbandoned()
     {
         _requestBodyAbandoned = true;
@@ -253,11 +275,31 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
         {
             await CompleteAsync();
         }
+        catch (Exception) when (!HasResponseStarted && !_abortRequested)
+        {
+            // The app left a field we must not send (CompleteAsync validates before starting): answer 500.
+            StatusCode = 500;
+            ResponseHeaders.Clear();
+            ResponseTrailers.Clear();
+            await CompleteOrAbortAsync();
+        }
         catch (Exception)
         {
             Abort((uint)Http2ErrorCode.InternalError);
         }
         _requestBodyReader.Complete();
         _connection.PostEvent(ReadLoopEvent.HandlerFinished(this));
+    }
+
+    private async Task CompleteOrAbortAsync()
+    {
+        try
+        {
+            await CompleteAsync();
+        }
+        catch (Exception)
+        {
+            Abort((uint)Http2ErrorCode.InternalError);
+        }
     }
 }

@@ -59,6 +59,9 @@ internal readonly struct WriterMessage
     /// <summary>RstStream: skip when the stream already ended. RejectStream: also reset the stream with NO_ERROR after the response (the request had not ended).</summary>
     public bool Flag { get; }
 
+    /// <summary>The same message, counted toward <see cref="Http2Options.MaxQueuedControlFrames"/> while queued (read-loop enqueues).</summary>
+    public WriterMessage AsControl() => new(Kind, Stream, StreamId, Value, ErrorCode, Settings, isControl: true, Flag);
+
     public static WriterMessage StreamOutput(Http2Stream stream) => new(WriterMessageKind.StreamOutput, stream, stream.StreamId);
     public static WriterMessage PeerSettings(PeerSettingsChange change) => new(WriterMessageKind.PeerSettings, settings: change, isControl: true);
     public static WriterMessage PingAck(ulong payload) => new(WriterMessageKind.PingAck, value: (long)payload, isControl: true);

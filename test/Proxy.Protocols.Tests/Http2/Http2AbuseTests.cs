@@ -199,3 +199,66 @@ public class Http2AbuseTests
         }
     }
 }
+
+/// <summary>The abuse guards must not trip on honest clients.</summary>
+public class Http2AbuseGuardFairnessTests
+{
+    private static Task Never(HttpExchange exchange) => Task.Delay(Timeout.Infinite, exchange.RequestAborted);
+
+    [Fact]
+    public async Task HEADERS_RefusedBeforeOurSettingsAcked_NotCountedAsResets()
+    {
+        var options = new Http2Options { MaxConcurrentStreams = 1, MaxStreamResetsPerWindow = 2 };
+        await using var peer = await Http2TestPeer.StartAsync(Never, options);
+        await peer.SendPrefaceAndSettingsAsync();
+        await peer.ExpectSettingsAsync();
+        await peer.ExpectSettingsAckAsync();
+
+        // RFC 9113 §6.5.2 note: until it acknowledges our SETTINGS the client may assume no stream limit.
+        for (var id = 1; id <= 9; id += 2)
+        {
+            await peer.SendRequestHeadersAsync(id);
+        }
+        for (var id = 3; id <= 9; id += 2)
+        {
+            await peer.ExpectRstStreamAsync(id, Http2ErrorCode.RefusedStream);
+        }
+        await peer.SendPingAsync(7);
+
+        Assert.Equal(7UL, (await peer.ExpectPingAsync(ack: true)).OpaqueData);
+    }
+
+    [Fact]
+    public async Task DATA_EmptyFramesSeparatedByOtherFrames_Allowed()
+    {
+        var options = new Http2Options { MaxConsecutiveEmptyFrames = 1 };
+        await using var peer = await Http2TestPeer.StartAsync(Never, options);
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, "POST", "/", false);
+
+        // Far-apart empty DATA frames on a long connection are not a flood (CVE-2019-9518 is about adjacent ones).
+        for (var i = 0UL; i < 4; i++)
+        {
+            await peer.SendDataAsync(1, Array.Empty<byte>(), endStream: false);
+            await peer.SendPingAsync(i);
+            Assert.Equal(i, (await peer.ExpectPingAsync(ack: true)).OpaqueData);
+        }
+    }
+
+    [Fact]
+    public async Task HEADERS_DynamicTableUsedBeforeOurSettingsAcked_DecodedWithDefaultTableSize()
+    {
+        var options = new Http2Options { HeaderTableSize = 0 };
+        await using var peer = await Http2TestPeer.StartAsync(_ => Task.CompletedTask, options);
+        await peer.SendPrefaceAndSettingsAsync();
+        await peer.ExpectSettingsAsync();
+        await peer.ExpectSettingsAckAsync();
+
+        // RFC 9113 §6.5.3: before the ACK the peer's encoder may still use the default 4,096-octet table.
+        await peer.SendRequestHeadersAsync(1, extra: ("x-custom", "value"));
+        Assert.Equal("200", (await peer.ReadResponseAsync(1)).Status);
+        await peer.SendRequestHeadersAsync(3, extra: ("x-custom", "value")); // refers to dynamic entries now
+
+        Assert.Equal("200", (await peer.ReadResponseAsync(3)).Status);
+    }
+}

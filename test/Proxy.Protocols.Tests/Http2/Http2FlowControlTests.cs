@@ -255,4 +255,92 @@ public class Http2FlowControlTests
         Assert.Equal(40_000, response.Body.Length);
         Assert.All(peer.ReceivedFrames.Where(f => f.Type == Http2FrameType.Data), f => Assert.True(f.Payload.Length <= 16_384));
     }
+
+    [Fact]
+    public async Task DATA_OneStreamNeverReads_OtherStreamStillGetsConnectionCredit()
+    {
+        const int connectionWindow = 128 * 1024;
+        const int streamWindow = 96 * 1024;
+        var gate = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var consumed = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var options = new Http2Options { InitialConnectionWindowSize = connectionWindow, InitialStreamWindowSize = streamWindow };
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            if (exchange.RawTarget == "/hog")
+            {
+                await gate.Task; // never reads its body
+                return;
+            }
+            long total = 0;
+            while (total < 32 * 1024)
+            {
+                var result = await exchange.RequestBody.ReadAsync();
+                total += result.Buffer.Length;
+                exchange.RequestBody.AdvanceTo(result.Buffer.End);
+            }
+            consumed.SetResult();
+            await gate.Task;
+        }, options);
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, "POST", "/hog", endStream: false);
+        await peer.SendRequestHeadersAsync(3, "POST", "/reader", endStream: false);
+
+        // Stream 1 fills its whole window and leaves it unread; stream 3 uses the rest of the connection window.
+        for (var sent = 0; sent < streamWindow; sent += 16 * 1024)
+        {
+            await peer.SendDataAsync(1, new byte[16 * 1024], endStream: false);
+        }
+        await peer.SendDataAsync(3, new byte[16 * 1024], endStream: false);
+        await peer.SendDataAsync(3, new byte[16 * 1024], endStream: false);
+        await consumed.Task.WaitAsync(TimeSpan.FromSeconds(5));
+
+        // RFC 9113 §6.9: the connection window is now 0; what stream 3 consumed must come back, or every stream stalls.
+        var credited = 0;
+        while (credited < 32 * 1024)
+        {
+            var frame = await peer.ReceiveFrameAsync();
+            if (frame.Type == Http2FrameType.WindowUpdate && frame.StreamId == 0)
+            {
+                credited += frame.AsWindowUpdate().WindowSizeIncrement;
+            }
+        }
+        Assert.Equal(32 * 1024, credited);
+        gate.SetResult();
+    }
+
+    [Fact]
+    public async Task DATA_AfterAppCompletedBodyWithError_ConnectionSurvivesAndCreditReturned()
+    {
+        var completed = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var gate = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var options = new Http2Options { InitialConnectionWindowSize = 65_535, InitialStreamWindowSize = 65_535 };
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            exchange.RequestBody.Complete(new InvalidOperationException("The app stops reading."));
+            completed.SetResult();
+            await gate.Task;
+        }, options);
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, "POST", "/", endStream: false);
+        await completed.Task.WaitAsync(TimeSpan.FromSeconds(5));
+
+        // The abandoned bytes are dropped and their connection credit comes back; the connection carries on.
+        for (var i = 0; i < 3; i++)
+        {
+            await peer.SendDataAsync(1, new byte[16_000], endStream: false);
+        }
+        var credited = 0;
+        while (credited < 32_767)
+        {
+            var frame = await peer.ReceiveFrameAsync();
+            Assert.NotEqual(Http2FrameType.GoAway, frame.Type);
+            if (frame.Type == Http2FrameType.WindowUpdate && frame.StreamId == 0)
+            {
+                credited += frame.AsWindowUpdate().WindowSizeIncrement;
+            }
+        }
+        await peer.SendPingAsync(9);
+        Assert.Equal(9UL, (await peer.ExpectPingAsync(ack: true)).OpaqueData);
+        gate.SetResult();
+    }
 }

@@ -262,3 +262,74 @@ public class Http2ResponseHeaderBlockTests
         Assert.All(peer.ReceivedFrames, f => Assert.True(f.Payload.Length <= 16_384));
     }
 }
+
+/// <summary>RFC 9113 §8.2.1: we MUST NOT generate invalid fields; a bad one is the app's error, never the connection's.</summary>
+public class Http2ResponseHeaderValidationTests
+{
+    [Theory]
+    [InlineData("x-bad", "price \u20AC")]   // beyond one octet: HPACK cannot carry it
+    [InlineData("x-bad", "a\r\nx-injected: 1")]
+    [InlineData("x-bad", "nul\0")]
+    [InlineData("x bad", "v")]               // not a token
+    [InlineData("x-bad\u00E9", "v")]
+    public async Task Response_InvalidHeaderField_AppGetsInvalidOperation500AndConnectionSurvives(string name, string value)
+    {
+        var appError = new TaskCompletionSource<Exception>(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            if (exchange.RawTarget != "/bad")
+            {
+                return;
+            }
+            exchange.ResponseHeaders.Add(name, value);
+            try
+            {
+                await exchange.StartResponseAsync();
+            }
+            catch (Exception ex)
+            {
+                appError.SetResult(ex);
+                throw;
+            }
+            appError.SetResult(new Exception("StartResponseAsync accepted the field."));
+        });
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, path: "/bad");
+
+        Assert.IsType<InvalidOperationException>(await appError.Task.WaitAsync(TimeSpan.FromSeconds(5)));
+        var failed = await peer.ReadResponseAsync(1);
+        Assert.Equal("500", failed.Status);
+        Assert.Null(failed.Headers["x-bad"]);
+        await peer.SendRequestHeadersAsync(3, path: "/good");
+        Assert.Equal("200", (await peer.ReadResponseAsync(3)).Status);
+    }
+
+    [Fact]
+    public async Task Response_InvalidTrailer_StreamResetAndConnectionSurvives()
+    {
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            if (exchange.RawTarget != "/bad")
+            {
+                return;
+            }
+            await exchange.ResponseBody.WriteAsync("body"u8.ToArray());
+            exchange.ResponseTrailers.Add("grpc-message", "line\nbreak");
+        });
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, path: "/bad");
+
+        // HEADERS and DATA may or may not leave before the reset overtakes them; the stream must end with RST_STREAM.
+        Http2TestFrame frame;
+        do
+        {
+            frame = await peer.ReceiveSkippingWindowUpdatesAsync();
+            Assert.Equal(1, frame.StreamId);
+            Assert.False(frame.EndStream, "The stream must not end normally with an invalid trailer.");
+        }
+        while (frame.Type != Http2FrameType.RstStream);
+        Assert.Equal(Http2ErrorCode.InternalError, frame.AsRstStream().ErrorCode);
+        await peer.SendRequestHeadersAsync(3, path: "/good");
+        Assert.Equal("200", (await peer.ReadResponseAsync(3)).Status);
+    }
+}

@@ -42,18 +42,31 @@ public class Http2StreamStateTests
     }
 
     [Fact]
-    public async Task HEADERS_DecreasingStreamId_ConnectionError()
+    public async Task HEADERS_DecreasingStreamId_ProtocolConnectionError()
     {
         await using var peer = await Http2TestPeer.StartAsync(_ => Task.CompletedTask);
         await peer.HandshakeAsync();
         await peer.SendRequestHeadersAsync(5);
         await peer.ReadResponseAsync(5);
 
+        // RFC 9113 §5.1.1: stream 3 was never used; a lower new id is "an unexpected stream identifier".
         await peer.SendRequestHeadersAsync(3);
 
-        var frame = await peer.ExpectFrameAsync(Http2FrameType.GoAway, 0);
-        Assert.Contains(frame.AsGoAway().ErrorCode, new[] { Http2ErrorCode.ProtocolError, Http2ErrorCode.StreamClosed });
-        Assert.Equal(5, frame.AsGoAway().LastStreamId);
+        Assert.Equal(5, await peer.ExpectGoAwayAndCloseAsync(Http2ErrorCode.ProtocolError));
+    }
+
+    [Fact]
+    public async Task HEADERS_OnStreamClosedByEndStream_StreamClosedConnectionError()
+    {
+        await using var peer = await Http2TestPeer.StartAsync(_ => Task.CompletedTask);
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1);
+        await peer.ReadResponseAsync(1);
+
+        // RFC 9113 §5.1 (closed): frames after both END_STREAMs are a STREAM_CLOSED error.
+        await peer.SendRequestHeadersAsync(1);
+
+        await peer.ExpectGoAwayAndCloseAsync(Http2ErrorCode.StreamClosed);
     }
 
     [Fact]
@@ -401,5 +414,61 @@ public class Http2StreamStateTests
         await peer.SendHeadersAsync(1, [new("x-trailer", "1")], endStream: false);
 
         await peer.ExpectRstStreamAsync(1, Http2ErrorCode.ProtocolError);
+    }
+
+    [Fact]
+    public async Task WINDOW_UPDATE_ZeroIncrementOnClosedStream_ProtocolStreamError()
+    {
+        await using var peer = await Http2TestPeer.StartAsync(_ => Task.CompletedTask);
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1);
+        await peer.ReadResponseAsync(1);
+
+        // RFC 9113 §6.9: a zero increment is an error whatever the stream's state.
+        await peer.SendWindowUpdateAsync(1, 0);
+        await peer.SendPingAsync(1);
+
+        await peer.ExpectRstStreamAsync(1, Http2ErrorCode.ProtocolError);
+    }
+
+    [Fact]
+    public async Task WINDOW_UPDATE_OverflowAfterResponseEnded_FlowControlStreamError()
+    {
+        var gate = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            await exchange.CompleteAsync();
+            await gate.Task; // the stream stays half-closed (local): the request is still open
+        });
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, "POST", "/", endStream: false);
+        Assert.True((await peer.ExpectHeadersAsync(1)).EndStream);
+
+        // RFC 9113 §6.9.1: a window above 2^31-1 is a FLOW_CONTROL_ERROR even after our END_STREAM.
+        await peer.SendWindowUpdateAsync(1, int.MaxValue);
+
+        await peer.ExpectRstStreamAsync(1, Http2ErrorCode.FlowControlError);
+        gate.SetResult();
+    }
+
+    [Fact]
+    public async Task SETTINGS_InitialWindowSizeOverflow_NoAckBeforeGoAway()
+    {
+        var gate = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            await exchange.StartResponseAsync();
+            await gate.Task;
+        });
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1);
+        await peer.ExpectHeadersAsync(1);
+        await peer.SendWindowUpdateAsync(1, int.MaxValue - 65_535);
+
+        await peer.SendSettingsAsync(new Http2Setting(Http2SettingsParameter.InitialWindowSize, 65_536));
+
+        // The SETTINGS were rejected (RFC 9113 §6.9.2): they must not be acknowledged.
+        await peer.ExpectGoAwayAndCloseAsync(Http2ErrorCode.FlowControlError);
+        gate.SetResult();
     }
 }
