@@ -54,12 +54,14 @@ public static class ProxyForwardingExtensions
 
     /// <summary>
     /// Reads routes and clusters from a section in YARP's schema (usually <c>ReverseProxy</c>),
-    /// and reloads when the configuration reloads.
+    /// and reloads when the configuration reloads. Validation messages name the key and, when the
+    /// section belongs to the app's configuration, the file (or other source) that supplied it.
     /// </summary>
     public static IProxyForwardingBuilder LoadFromConfig(this IProxyForwardingBuilder builder, IConfiguration section)
     {
         builder.Services.RemoveAll<IProxyConfigProvider>();
-        builder.Services.AddSingleton<IProxyConfigProvider>(new ConfigurationConfigProvider(section));
+        builder.Services.AddSingleton<IProxyConfigProvider>(services => new ConfigurationConfigProvider(
+            section, section as IConfigurationRoot ?? services.GetService<IConfiguration>() as IConfigurationRoot));
         return builder;
     }
 

@@ -67,6 +67,7 @@ public sealed class FileReloadTests : IDisposable
         await attempt.WaitAsync(TimeSpan.FromSeconds(10));
 
         Assert.Contains("ReverseProxy:Routes:r1:ClusterId: cluster 'nope' does not exist", manager.LastReloadError);
+        Assert.Contains($"(in {path})", manager.LastReloadError);
         Assert.Same(before, manager.Current);
         Assert.Equal("ok", await http.GetStringAsync("/"));
     }

@@ -136,7 +136,7 @@ internal static class Http1FieldLines
         }
     }
 
-    /// <summary>Calls <paramref name="onElement"/>-style iteration over a comma-separated list (RFC 9110 §5.6.1), skipping empty elements.</summary>
+    /// <summary>Iterates over a comma-separated list (RFC 9110 §5.6.1): the next non-empty element goes to <paramref name="element"/>; false at the end.</summary>
     public static bool NextListElement(ref ReadOnlySpan<byte> list, out ReadOnlySpan<byte> element)
     {
         while (!list.IsEmpty)

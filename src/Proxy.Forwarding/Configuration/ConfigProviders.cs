@@ -21,12 +21,19 @@ public interface IProxyConfigProvider
     IChangeToken GetChangeToken();
 }
 
-/// <summary>Reads YARP's JSON schema from an <see cref="IConfiguration"/> section; reloads with it.</summary>
-internal sealed class ConfigurationConfigProvider(IConfiguration section) : IProxyConfigProvider
+/// <summary>
+/// Reads YARP's JSON schema from an <see cref="IConfiguration"/> section; reloads with it. With the
+/// configuration root the section came from, messages also name the file (or other source) of each key.
+/// </summary>
+internal sealed class ConfigurationConfigProvider(IConfiguration section, IConfigurationRoot? root = null) : IProxyConfigProvider
 {
     public string Name { get; } = section is IConfigurationSection s ? s.Path : "ReverseProxy";
 
     public ProxyConfig GetConfig(List<string> errors) => ConfigurationReader.Read(section, errors);
+
+    /// <summary>Adds where the message's key came from ("(in /etc/proxy/proxy.json)") when that is known.</summary>
+    public string DescribeSource(string message) =>
+        root is null ? message : ConfigurationSourceLocator.Annotate(root, message);
 
     public IChangeToken GetChangeToken() => section.GetReloadToken();
 }

@@ -110,7 +110,7 @@ internal sealed class ProxyStateManager : IDisposable
         ConfigValidator.Validate(config, _provider.Name, errors, _policies.Keys.ToList());
         if (errors.Count > 0)
         {
-            throw new ProxyConfigException(errors);
+            throw new ProxyConfigException(_provider is ConfigurationConfigProvider c ? errors.ConvertAll(c.DescribeSource) : errors);
         }
 
         return config;

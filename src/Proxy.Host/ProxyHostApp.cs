@@ -1,0 +1,177 @@
+using Microsoft.AspNetCore.Http.Features;
+using Microsoft.AspNetCore.Hosting.Server;
+using Microsoft.AspNetCore.Hosting.Server.Features;
+using Proxy.Forwarding;
+using Proxy.Forwarding.Configuration;
+
+namespace Proxy.Host;
+
+/// <summary>
+/// The standalone proxy: our server (https://127.0.0.1:8443 with h2 + http/1.1, http://127.0.0.1:8080 with
+/// HTTP/1.1 + h2c), the forwarding library reading <c>ReverseProxy</c> from the bundled proxy.json or from
+/// <c>--config FILE</c>, and the demo backends when <c>Demo:Enabled</c>. Tests build it with port 0 everywhere.
+/// </summary>
+// Owned by its creator (Program or a test): BuildAsync, StartAsync, then DisposeAsync, in that order.
+public sealed class ProxyHostApp : IAsyncDisposable
+{
+    /// <summary>The configuration section of routes and clusters (YARP's schema).</summary>
+    public const string ReverseProxySection = "ReverseProxy";
+
+    /// <summary>Used when neither --urls, ASPNETCORE_URLS nor a <c>Urls</c> key says otherwise.</summary>
+    public static readonly string[] DefaultUrls = ["https://127.0.0.1:8443", "http://127.0.0.1:8080"];
+
+    private ProxyHostApp(WebApplication app, DemoBackends? demo, string configFile)
+    {
+        App = app;
+        Demo = demo;
+        ConfigFile = configFile;
+    }
+
+    /// <summary>The proxy app (on our server).</summary>
+    public WebApplication App { get; }
+
+    /// <summary>The demo backends, or null when <c>Demo:Enabled</c> is false.</summary>
+    public DemoBackends? Demo { get; }
+
+    /// <summary>The full path of the JSON config in use: --config FILE, or the bundled proxy.json.</summary>
+    public string ConfigFile { get; }
+
+    /// <summary>The proxy's bound addresses (after <see cref="StartAsync"/>), e.g. https://127.0.0.1:8443.</summary>
+    public IReadOnlyList<Uri> Addresses =>
+        App.Services.GetRequiredService<IServer>().Features.GetRequiredFeature<IServerAddressesFeature>().Addresses.Select(a => new Uri(a)).ToList();
+
+    /// <summary>
+    /// Builds the proxy from <paramref name="args"/> (starting the demo backends first when enabled, so
+    /// the routes can point at their bound ports). Throws <see cref="ProxyConfigException"/> for an invalid
+    /// ReverseProxy section and <see cref="HostStartupException"/> for a missing or unreadable config file.
+    /// </summary>
+    public static async Task<ProxyHostApp> BuildAsync(string[] args, CancellationToken cancellationToken = default)
+    {
+        var builder = WebApplication.CreateBuilder(new WebApplicationOptions { Args = args });
+        var configFile = HostConfiguration.Apply(builder, args);
+        HostConfiguration.ConfigureLogging(builder);
+        if (string.IsNullOrEmpty(builder.Configuration[WebHostDefaults.ServerUrlsKey]))
+        {
+            builder.WebHost.UseUrls(DefaultUrls);
+        }
+
+        builder.WebHost.UseProxyServer();
+
+        var demoOptions = builder.Configuration.GetSection("Demo").Get<DemoOptions>() ?? new DemoOptions();
+        DemoBackends? demo = null;
+        try
+        {
+            if (demoOptions.Enabled)
+            {
+                demo = await DemoBackends.StartAsync(demoOptions, cancellationToken);
+                builder.Configuration.AddInMemoryCollection(demo.DestinationOverrides(builder.Configuration, ReverseProxySection).ToList());
+            }
+
+            builder.Services.AddProxyForwarding().LoadFromConfig(builder.Configuration.GetSection(ReverseProxySection));
+            var app = builder.Build();
+            app.MapProxyForwarding(); // Loads and validates the config: a bad one throws here, before any port is bound.
+            return new ProxyHostApp(app, demo, configFile);
+        }
+        catch
+        {
+            if (demo is not null)
+            {
+                await demo.DisposeAsync();
+            }
+
+            throw;
+        }
+    }
+
+    /// <summary>Builds and starts the proxy; the returned host is serving.</summary>
+    public static async Task<ProxyHostApp> StartAsync(string[] args, CancellationToken cancellationToken = default)
+    {
+        var host = await BuildAsync(args, cancellationToken);
+        try
+        {
+            await host.App.StartAsync(cancellationToken);
+        }
+        catch (Exception ex) when (ex is IOException or Microsoft.AspNetCore.Connections.AddressInUseException or System.Net.Sockets.SocketException)
+        {
+            var urls = host.App.Configuration[WebHostDefaults.ServerUrlsKey] is { Length: > 0 } configured ? configured : string.Join(";", DefaultUrls);
+            await host.DisposeAsync();
+            throw new HostStartupException($"The proxy could not listen on {urls} ({ex.Message}). Stop what uses the port, or pass --urls.", ex);
+        }
+        catch
+        {
+            await host.DisposeAsync();
+            throw;
+        }
+
+        host.LogStarted();
+        return host;
+    }
+
+    /// <summary>
+    /// The command-line entry point: runs until Ctrl+C. Returns 0 after a clean shutdown, 1 when startup
+    /// failed (the reason, e.g. every invalid config key with its file, goes to <paramref name="error"/>).
+    /// </summary>
+    public static async Task<int> RunAsync(string[] args, TextWriter? error = null, CancellationToken cancellationToken = default)
+    {
+        error ??= Console.Error;
+        ProxyHostApp host;
+        try
+        {
+            host = await StartAsync(args, cancellationToken);
+        }
+        catch (Exception ex) when (ex is ProxyConfigException or HostStartupException)
+        {
+            await error.WriteLineAsync(ex.Message);
+            return 1;
+        }
+        catch (Exception ex) when (ex is not OperationCanceledException)
+        {
+            // Port in use, unreadable certificate, ...: one line that says what, not a stack trace.
+            await error.WriteLineAsync($"Proxy startup failed: {ex.GetType().Name}: {ex.Message}");
+            return 1;
+        }
+
+        await using (host)
+        {
+            await host.App.WaitForShutdownAsync(cancellationToken);
+        }
+
+        return 0;
+    }
+
+    private void LogStarted()
+    {
+        var logger = App.Services.GetRequiredService<ILoggerFactory>().CreateLogger("Proxy.Host");
+        var addresses = Addresses;
+        HostLog.Listening(logger, string.Join(", ", addresses), ConfigFile);
+        if (Demo is not null)
+        {
+            HostLog.DemoStarted(logger, Demo.SseAddress, Demo.GrpcAddress);
+            var https = addresses.FirstOrDefault(a => a.Scheme == Uri.UriSchemeHttps);
+            if (https is not null)
+            {
+                HostLog.TryIt(logger, $"curl -k -N {https.GetLeftPart(UriPartial.Authority)}/events");
+            }
+        }
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        try
+        {
+            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(5));
+            await App.StopAsync(timeout.Token);
+        }
+        finally
+        {
+            await App.DisposeAsync();
+            if (Demo is not null)
+            {
+                await Demo.DisposeAsync();
+            }
+        }
+    }
+}
+
+/// <summary>A startup problem the user fixes (a missing or malformed config file); its message says how.</summary>
+public sealed class HostStartupException(string message, Exception? inner = null) : Exception(message, inner);

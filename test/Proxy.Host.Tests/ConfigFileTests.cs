@@ -1,0 +1,101 @@
+using System.Net;
+
+namespace Proxy.Host.Tests;
+
+/// <summary>`--config FILE`: a user's routes instead of the bundled ones, validated at startup, reloaded on change.</summary>
+public sealed class ConfigFileTests
+{
+    [Fact]
+    public async Task RunAsync_ConfigWithMissingCluster_ExitsOneNamingKeyAndFile()
+    {
+        using var folder = new TempFolder();
+        var config = folder.Write("bad.json", """
+            { "ReverseProxy": {
+                "Routes": { "r1": { "ClusterId": "nope", "Match": { "Path": "/{**all}" } } },
+                "Clusters": { "c1": { "Destinations": { "d1": { "Address": "http://127.0.0.1:1/" } } } } } }
+            """);
+        var error = new StringWriter();
+
+        var exitCode = await ProxyHostApp.RunAsync(["--config", config, .. HostRunner.PortZeroArguments(folder)], error);
+
+        Assert.Equal(1, exitCode);
+        var message = error.ToString();
+        Assert.Contains("ReverseProxy:Routes:r1:ClusterId: cluster 'nope' does not exist", message);
+        Assert.Contains(config, message);
+    }
+
+    [Fact]
+    public async Task RunAsync_ConfigFileMissing_ExitsOneNamingPath()
+    {
+        using var folder = new TempFolder();
+        var missing = Path.Combine(folder.Path, "missing.json");
+        var error = new StringWriter();
+
+        var exitCode = await ProxyHostApp.RunAsync(["--config", missing, .. HostRunner.PortZeroArguments(folder)], error);
+
+        Assert.Equal(1, exitCode);
+        Assert.Contains(missing, error.ToString());
+    }
+
+    [Fact]
+    public async Task StartAsync_ConfigWithoutDemoSection_DemoNotStartedAndOnlyUserRoutes()
+    {
+        using var folder = new TempFolder();
+        var config = folder.Write("proxy.json", """
+            { "ReverseProxy": {
+                "Routes": { "api": { "ClusterId": "backend", "Match": { "PathPrefix": "/api" } } },
+                "Clusters": { "backend": { "Destinations": { "d1": { "Address": "http://127.0.0.1:1/" } } } } } }
+            """);
+
+        await using var runner = await HostRunner.StartAsync("--config", config);
+        using var client = HostRunner.Http2Client();
+        using var response = await client.GetAsync(new Uri(runner.Http, "/events"));
+
+        Assert.Null(runner.Host.Demo);
+        Assert.Equal(config, runner.Host.ConfigFile);
+        Assert.Equal(HttpStatusCode.NotFound, response.StatusCode);
+    }
+
+    [Fact]
+    public async Task ConfigFile_RouteAddedWhileRunning_ServedWithoutRestart()
+    {
+        using var folder = new TempFolder();
+        const string Clusters = """
+            "Clusters": { "demo-sse": { "Destinations": { "sse": { "Address": "http://127.0.0.1:5101/" } } } }
+            """;
+        var config = folder.Write("proxy.json", $$"""
+            { "Demo": { "Enabled": true }, "ReverseProxy": {
+                "Routes": { "home": { "ClusterId": "demo-sse", "Match": { "Path": "/" } } }, {{Clusters}} } }
+            """);
+        await using var runner = await HostRunner.StartAsync("--config", config);
+        using var client = HostRunner.Http2Client();
+        var events = new Uri(runner.Http, "/events?count=1");
+        using (var before = await client.GetAsync(events, HttpCompletionOption.ResponseHeadersRead))
+        {
+            Assert.NotNull(runner.Host.Demo);
+            Assert.Equal(HttpStatusCode.NotFound, before.StatusCode);
+        }
+
+        File.WriteAllText(config, $$"""
+            { "Demo": { "Enabled": true }, "ReverseProxy": {
+                "Routes": { "home": { "ClusterId": "demo-sse", "Match": { "Path": "/" } },
+                            "events": { "ClusterId": "demo-sse", "Match": { "Path": "/events" } } }, {{Clusters}} } }
+            """);
+
+        // The file watcher reports the change asynchronously: wait for the new route, up to a deadline.
+        var deadline = DateTime.UtcNow + TimeSpan.FromSeconds(15);
+        HttpStatusCode status;
+        do
+        {
+            using var after = await client.GetAsync(events, HttpCompletionOption.ResponseHeadersRead);
+            status = after.StatusCode;
+            if (status != HttpStatusCode.OK)
+            {
+                await Task.Delay(100);
+            }
+        }
+        while (status != HttpStatusCode.OK && DateTime.UtcNow < deadline);
+
+        Assert.Equal(HttpStatusCode.OK, status);
+    }
+}
