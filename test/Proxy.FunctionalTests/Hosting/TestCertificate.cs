@@ -51,6 +51,8 @@ public static class TestCertificate
     {
         var path = Path.Combine(Path.GetTempPath(), $"proxy-functional-{Environment.ProcessId}-{Guid.NewGuid():N}.pem");
         File.WriteAllText(path, Certificate.ExportCertificatePem());
+        // One file per test process: removed when the process exits, so runs leave nothing in /tmp.
+        AppDomain.CurrentDomain.ProcessExit += (_, _) => File.Delete(path);
         return path;
     }
 }
