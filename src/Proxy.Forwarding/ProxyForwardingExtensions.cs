@@ -41,6 +41,8 @@ public static class ProxyForwardingExtensions
         services.TryAddSingleton<IHttpForwarder, HttpForwarder>();
         services.TryAddSingleton<ProxyStateManager>();
         services.TryAddSingleton<ProxyEndpointHandler>();
+        services.TryAddSingleton<PassiveHealthChecker>();
+        services.AddOptions<TransportFailureRateHealthPolicyOptions>();
         services.TryAddSingleton(TimeProvider.System);
         services.TryAddEnumerable(ServiceDescriptor.Singleton<Microsoft.Extensions.Hosting.IHostedService, ActiveHealthChecker>());
         services.TryAddEnumerable(ServiceDescriptor.Singleton<MatcherPolicy, RequestMatchersPolicy>());

@@ -97,11 +97,31 @@ public class ConfigTests
     [InlineData("Clusters:c1:HttpRequest:VersionPolicy", "Any", "ReverseProxy:Clusters:c1:HttpRequest:VersionPolicy: 'Any' is not one of")]
     [InlineData("Clusters:c1:HttpClient:MaxConcurrentRequestsPerDestination", "0", "ReverseProxy:Clusters:c1:HttpClient:MaxConcurrentRequestsPerDestination: must be positive")]
     [InlineData("Clusters:c1:HttpClient:EnableMultipleHttp2Connections", "yes", "ReverseProxy:Clusters:c1:HttpClient:EnableMultipleHttp2Connections: 'yes' is not 'true' or 'false'")]
+    [InlineData("Clusters:c1:HealthCheck:AvailableDestinationsPolicy", "Any", "ReverseProxy:Clusters:c1:HealthCheck:AvailableDestinationsPolicy: 'Any' is not a known policy (HealthyAndUnknown, HealthyOrPanic)")]
+    [InlineData("Clusters:c1:HealthCheck:Active:Policy", "Sometimes", "ReverseProxy:Clusters:c1:HealthCheck:Active:Policy: 'Sometimes' is not a known policy (ConsecutiveFailures)")]
+    [InlineData("Clusters:c1:HealthCheck:Passive:Policy", "FailureRate", "ReverseProxy:Clusters:c1:HealthCheck:Passive:Policy: 'FailureRate' is not a known policy (TransportFailureRate, FirstFailure)")]
+    [InlineData("Clusters:c1:HealthCheck:Passive:ReactivationPeriod", "00:00:00", "ReverseProxy:Clusters:c1:HealthCheck:Passive:ReactivationPeriod: must be positive")]
+    [InlineData("Clusters:c1:HealthCheck:Active:Interval", "-00:00:01", "ReverseProxy:Clusters:c1:HealthCheck:Active:Interval: must be positive")]
+    [InlineData("Clusters:c1:Metadata:TransportFailureRateHealthPolicy.RateLimit", "1.5", "ReverseProxy:Clusters:c1:Metadata:TransportFailureRateHealthPolicy.RateLimit: '1.5' is not a number from 0 to 1")]
+    [InlineData("Clusters:c1:Metadata:ConsecutiveFailuresHealthPolicy.Threshold", "0", "ReverseProxy:Clusters:c1:Metadata:ConsecutiveFailuresHealthPolicy.Threshold: '0' is not a positive integer")]
     public void Validate_BadValue_ErrorNamesTheKey(string key, string value, string expected)
     {
         var errors = Validate(Valid().Set(key, value));
 
         Assert.Contains(errors, e => e.StartsWith(expected, StringComparison.Ordinal));
+    }
+
+    [Fact]
+    public void Validate_KnownHealthPolicies_NoErrors()
+    {
+        var errors = Validate(Valid()
+            .Set("Clusters:c1:HealthCheck:AvailableDestinationsPolicy", "HealthyOrPanic")
+            .Set("Clusters:c1:HealthCheck:Active:Policy", "ConsecutiveFailures")
+            .Set("Clusters:c1:HealthCheck:Passive:Policy", "transportfailurerate")
+            .Set("Clusters:c1:Metadata:TransportFailureRateHealthPolicy.RateLimit", "0.5")
+            .Set("Clusters:c1:Metadata:ConsecutiveFailuresHealthPolicy.Threshold", "3"));
+
+        Assert.Empty(errors);
     }
 
     [Fact]

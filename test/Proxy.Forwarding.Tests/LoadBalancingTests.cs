@@ -16,11 +16,14 @@ public class LoadBalancingTests
         new PowerOfTwoChoicesPolicy(), new RoundRobinPolicy(), new RandomPolicy(), new LeastRequestsPolicy(), new FirstAlphabeticalPolicy(),
     ];
 
-    private static ClusterState Cluster(string policy, params string[] destinations) =>
+    private static ClusterState Cluster(string policy, params string[] destinations) => ClusterWithAvailability(policy, null, destinations);
+
+    private static ClusterState ClusterWithAvailability(string policy, string? availability, params string[] destinations) =>
         BackendPoolFactory.Build(new ClusterConfig
         {
             ClusterId = "c",
             LoadBalancingPolicy = policy,
+            HealthCheck = availability is null ? null : new HealthCheckConfig { AvailableDestinationsPolicy = availability },
             Destinations = destinations.ToDictionary(d => d, d => new DestinationConfig { Address = "http://127.0.0.1:1/" }),
         }, All.ToDictionary(p => p.Name, StringComparer.OrdinalIgnoreCase));
 
@@ -117,16 +120,32 @@ public class LoadBalancingTests
         Assert.Equal(Picks, Distribution(cluster)["mid"]);
     }
 
-    [Fact]
-    public void AvailableDestinations_AllUnhealthy_PanicModeUsesAll()
+    [Theory]
+    [InlineData(null, 0)]
+    [InlineData("HealthyAndUnknown", 0)]
+    [InlineData("HealthyOrPanic", 2)]
+    [InlineData("healthyorpanic", 2)]
+    public void AvailableDestinations_AllUnhealthy_FollowsPolicy(string? policy, int expected)
     {
-        var cluster = Cluster("RoundRobin", "a", "b");
+        var cluster = ClusterWithAvailability("RoundRobin", policy, "a", "b");
         foreach (var d in cluster.Destinations)
         {
             d.Health = DestinationHealth.Unhealthy;
         }
 
-        Assert.Equal(2, cluster.AvailableDestinations().Count);
+        Assert.Equal(expected, cluster.AvailableDestinations().Count);
+    }
+
+    [Theory]
+    [InlineData("HealthyAndUnknown")]
+    [InlineData("HealthyOrPanic")]
+    public void AvailableDestinations_SomeUnhealthy_HealthyAndUnknownOnly(string policy)
+    {
+        var cluster = ClusterWithAvailability("RoundRobin", policy, "healthy", "sick", "unprobed");
+        cluster.Destinations.Single(d => d.DestinationId == "healthy").Health = DestinationHealth.Healthy;
+        cluster.Destinations.Single(d => d.DestinationId == "sick").Health = DestinationHealth.Unhealthy;
+
+        Assert.Equal(["healthy", "unprobed"], cluster.AvailableDestinations().Select(d => d.DestinationId));
     }
 
     [Fact]

@@ -2,6 +2,7 @@ using System.Net;
 using System.Net.Security;
 using Proxy.Forwarding.Configuration;
 using Proxy.Forwarding.Forwarder;
+using Proxy.Forwarding.Health;
 using Proxy.Forwarding.LoadBalancing;
 
 namespace Proxy.Forwarding.BackendPools;
@@ -18,12 +19,12 @@ internal static class BackendPoolFactory
     public static readonly TimeSpan DefaultQueueTimeout = TimeSpan.FromSeconds(5);
     public const int DefaultMaxQueueLength = 1024;
 
-    public static ClusterState Build(ClusterConfig config, IReadOnlyDictionary<string, ILoadBalancingPolicy> policies)
+    public static ClusterState Build(ClusterConfig config, IReadOnlyDictionary<string, ILoadBalancingPolicy> policies, TimeProvider? time = null)
     {
         var client = config.HttpClient ?? new HttpClientConfig();
         var destinations = (config.Destinations ?? new Dictionary<string, DestinationConfig>())
             .OrderBy(d => d.Key, StringComparer.OrdinalIgnoreCase)
-            .Select(d => new DestinationState(d.Key, d.Value, CreateGate(client)))
+            .Select(d => new DestinationState(d.Key, d.Value, CreateGate(client), time))
             .ToArray();
 
         var policyName = config.LoadBalancingPolicy ?? LoadBalancingPolicies.PowerOfTwoChoices;
@@ -36,7 +37,11 @@ internal static class BackendPoolFactory
         };
 
         return new ClusterState(config, destinations, new HttpMessageInvoker(CreateHandler(client), disposeHandler: true),
-            policies[policyName], requestConfig);
+            policies[policyName], requestConfig)
+        {
+            PanicWhenNoneAvailable = string.Equals(config.HealthCheck?.AvailableDestinationsPolicy,
+                AvailableDestinationsPolicies.HealthyOrPanic, StringComparison.OrdinalIgnoreCase),
+        };
     }
 
     private static AdmissionGate CreateGate(HttpClientConfig client) =>

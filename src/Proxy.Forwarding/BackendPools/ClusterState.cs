@@ -37,7 +37,14 @@ public sealed class ClusterState
 
     internal ForwarderRequestConfig RequestConfig { get; }
 
-    /// <summary>Destinations not known to be unhealthy; all of them when every one is (panic mode).</summary>
+    /// <summary>Whether the cluster's AvailableDestinationsPolicy is HealthyOrPanic.</summary>
+    internal bool PanicWhenNoneAvailable { get; init; }
+
+    /// <summary>
+    /// Destinations not known to be unhealthy (healthy or not yet probed). When every one is
+    /// unhealthy: all of them under HealthyOrPanic (better a likely failure than a certain 503),
+    /// none under HealthyAndUnknown (the caller answers 503).
+    /// </summary>
     internal IReadOnlyList<DestinationState> AvailableDestinations()
     {
         var all = Destinations;
@@ -50,9 +57,14 @@ public sealed class ClusterState
             }
         }
 
-        if (healthy == all.Count || healthy == 0)
+        if (healthy == all.Count)
         {
             return all;
+        }
+
+        if (healthy == 0)
+        {
+            return PanicWhenNoneAvailable ? all : [];
         }
 
         var list = new List<DestinationState>(healthy);

@@ -1,4 +1,5 @@
 using Proxy.Forwarding.Configuration;
+using Proxy.Forwarding.Health;
 
 namespace Proxy.Forwarding.BackendPools;
 
@@ -9,23 +10,26 @@ public enum DestinationHealth
     Unknown,
     /// <summary>Probed and healthy.</summary>
     Healthy,
-    /// <summary>Probed or observed failing: skipped while others are available.</summary>
+    /// <summary>Probed or observed failing: not available (except in HealthyOrPanic's panic mode).</summary>
     Unhealthy,
 }
 
 /// <summary>The runtime state of one destination: its config, load and health.</summary>
-// Shared by all requests: counters change only through Interlocked; the config is immutable.
+// Shared by all requests: counters change only through Interlocked (the passive window has its own
+// lock); the config is immutable.
 public sealed class DestinationState
 {
+    private readonly TimeProvider _time;
     private int _concurrentRequests;
-    private long _passiveUnhealthyUntil;
+    private long _passiveUnhealthyUntil = long.MinValue;
     private volatile DestinationHealth _activeHealth;
 
-    internal DestinationState(string destinationId, DestinationConfig config, AdmissionGate gate)
+    internal DestinationState(string destinationId, DestinationConfig config, AdmissionGate gate, TimeProvider? time = null)
     {
         DestinationId = destinationId;
         Config = config;
         Gate = gate;
+        _time = time ?? TimeProvider.System;
     }
 
     /// <summary>The destination's name.</summary>
@@ -43,16 +47,22 @@ public sealed class DestinationState
     /// </summary>
     public DestinationHealth Health
     {
-        get => Environment.TickCount64 < Volatile.Read(ref _passiveUnhealthyUntil) ? DestinationHealth.Unhealthy : _activeHealth;
+        get => IsPassivelyUnhealthy ? DestinationHealth.Unhealthy : _activeHealth;
         set => _activeHealth = value;
     }
 
     /// <summary>Consecutive failed active probes (reset by a successful one).</summary>
     internal int ConsecutiveProbeFailures;
 
+    /// <summary>True while a passive failure is being sat out; false again once the reactivation period is over.</summary>
+    internal bool IsPassivelyUnhealthy => _time.GetTimestamp() < Volatile.Read(ref _passiveUnhealthyUntil);
+
+    /// <summary>Requests and transport failures over the passive detection window.</summary>
+    internal FailureRateWindow PassiveWindow { get; } = new();
+
     /// <summary>Passive health: traffic to this destination failed; skip it for <paramref name="period"/>.</summary>
     internal void MarkPassiveFailure(TimeSpan period) =>
-        Volatile.Write(ref _passiveUnhealthyUntil, Environment.TickCount64 + (long)period.TotalMilliseconds);
+        Volatile.Write(ref _passiveUnhealthyUntil, _time.GetTimestamp() + (long)(period.TotalSeconds * _time.TimestampFrequency));
 
     internal AdmissionGate Gate { get; }
 

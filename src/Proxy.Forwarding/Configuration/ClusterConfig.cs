@@ -18,7 +18,7 @@ public sealed record ClusterConfig
     /// <summary>Per-request settings for requests to this cluster.</summary>
     public HttpRequestConfig? HttpRequest { get; init; }
 
-    /// <summary>Health checking (parsed and validated; active probing is not implemented yet).</summary>
+    /// <summary>Active probes, passive failure-rate checks and the availability rule.</summary>
     public HealthCheckConfig? HealthCheck { get; init; }
 
     /// <summary>Free-form data for extensions.</summary>
@@ -107,7 +107,10 @@ public sealed record HealthCheckConfig
     /// <summary>Passive observation of real traffic.</summary>
     public PassiveHealthCheckConfig? Passive { get; init; }
 
-    /// <summary>Replaces the default availability rule.</summary>
+    /// <summary>
+    /// Which destinations may be picked: "HealthyAndUnknown" (default; none available = 503) or
+    /// "HealthyOrPanic" (all of them when none is available).
+    /// </summary>
     public string? AvailableDestinationsPolicy { get; init; }
 }
 
@@ -120,7 +123,7 @@ public sealed record ActiveHealthCheckConfig
     public TimeSpan? Interval { get; init; }
     /// <summary>Probe timeout.</summary>
     public TimeSpan? Timeout { get; init; }
-    /// <summary>Policy name.</summary>
+    /// <summary>Policy name: "ConsecutiveFailures" (default and only one).</summary>
     public string? Policy { get; init; }
     /// <summary>Probe path.</summary>
     public string? Path { get; init; }
@@ -131,9 +134,9 @@ public sealed record PassiveHealthCheckConfig
 {
     /// <summary>Observe at all.</summary>
     public bool? Enabled { get; init; }
-    /// <summary>Policy name.</summary>
+    /// <summary>Policy name: "TransportFailureRate" (default) or "FirstFailure".</summary>
     public string? Policy { get; init; }
-    /// <summary>How long a failed destination stays unhealthy.</summary>
+    /// <summary>How long a failed destination stays unhealthy. Default 60 s.</summary>
     public TimeSpan? ReactivationPeriod { get; init; }
 }
 

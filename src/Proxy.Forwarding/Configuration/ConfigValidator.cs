@@ -1,4 +1,5 @@
 using Microsoft.AspNetCore.Routing.Patterns;
+using Proxy.Forwarding.Health;
 using Proxy.Forwarding.Transforms;
 
 namespace Proxy.Forwarding.Configuration;
@@ -174,6 +175,8 @@ internal static class ConfigValidator
             }
         }
 
+        ValidateHealth(cluster, path, errors);
+
         if (cluster.HttpRequest is { } request)
         {
             if (request.Version is not null && BackendVersion.ParseVersion(request.Version) is null)
@@ -190,6 +193,49 @@ internal static class ConfigValidator
             {
                 errors.Add($"{path}:HttpRequest:ActivityTimeout: must not be negative.");
             }
+        }
+    }
+
+    private static void ValidateHealth(ClusterConfig cluster, string path, List<string> errors)
+    {
+        if (cluster.HealthCheck is { } health)
+        {
+            CheckName(health.AvailableDestinationsPolicy, $"{path}:HealthCheck:AvailableDestinationsPolicy", errors,
+                AvailableDestinationsPolicies.HealthyAndUnknown, AvailableDestinationsPolicies.HealthyOrPanic);
+            if (health.Active is { } active)
+            {
+                CheckName(active.Policy, $"{path}:HealthCheck:Active:Policy", errors, ActiveHealthCheckPolicies.ConsecutiveFailures);
+                CheckPositive(active.Interval, $"{path}:HealthCheck:Active:Interval", errors);
+                CheckPositive(active.Timeout, $"{path}:HealthCheck:Active:Timeout", errors);
+            }
+
+            if (health.Passive is { } passive)
+            {
+                CheckName(passive.Policy, $"{path}:HealthCheck:Passive:Policy", errors,
+                    PassiveHealthCheckPolicies.TransportFailureRate, PassiveHealthCheckPolicies.FirstFailure);
+                CheckPositive(passive.ReactivationPeriod, $"{path}:HealthCheck:Passive:ReactivationPeriod", errors);
+            }
+        }
+
+        // The policies' metadata knobs are read per request; a typo would silently fall back to the default.
+        if (cluster.Metadata?.TryGetValue(TransportFailureRateHealthPolicyOptions.RateLimitMetadataKey, out var rate) == true
+            && !PassiveHealthChecker.TryParseRate(rate, out _))
+        {
+            errors.Add($"{path}:Metadata:{TransportFailureRateHealthPolicyOptions.RateLimitMetadataKey}: '{rate}' is not a number from 0 to 1.");
+        }
+
+        if (cluster.Metadata?.TryGetValue(ActiveHealthChecker.ThresholdMetadataKey, out var threshold) == true
+            && !(int.TryParse(threshold, System.Globalization.NumberStyles.None, System.Globalization.CultureInfo.InvariantCulture, out var t) && t > 0))
+        {
+            errors.Add($"{path}:Metadata:{ActiveHealthChecker.ThresholdMetadataKey}: '{threshold}' is not a positive integer.");
+        }
+    }
+
+    private static void CheckName(string? value, string path, List<string> errors, params string[] known)
+    {
+        if (value is not null && !known.Contains(value, StringComparer.OrdinalIgnoreCase))
+        {
+            errors.Add($"{path}: '{value}' is not a known policy ({string.Join(", ", known)}).");
         }
     }
 

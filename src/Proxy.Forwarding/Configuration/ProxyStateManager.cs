@@ -28,14 +28,16 @@ internal sealed class ProxyStateManager : IDisposable
     private readonly IProxyConfigProvider? _provider;
     private readonly IReadOnlyDictionary<string, ILoadBalancingPolicy> _policies;
     private readonly ILogger<ProxyStateManager> _logger;
+    private readonly TimeProvider _time;
     private readonly Lock _reloadLock = new();
     private volatile ProxySnapshot? _current;
     private CancellationTokenSource _changed = new();
     private IDisposable? _subscription;
     private TaskCompletionSource _reloadAttempt = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
-    public ProxyStateManager(IEnumerable<ILoadBalancingPolicy> policies, ILogger<ProxyStateManager> logger, IProxyConfigProvider? provider = null)
+    public ProxyStateManager(IEnumerable<ILoadBalancingPolicy> policies, ILogger<ProxyStateManager> logger, IProxyConfigProvider? provider = null, TimeProvider? time = null)
     {
+        _time = time ?? TimeProvider.System;
         _provider = provider;
         _policies = policies.GroupBy(p => p.Name, StringComparer.OrdinalIgnoreCase)
             .ToDictionary(g => g.Key, g => g.Last(), StringComparer.OrdinalIgnoreCase);
@@ -133,7 +135,7 @@ internal sealed class ProxyStateManager : IDisposable
 
             // NOTE: a replaced cluster's handler is not disposed: requests in flight still use it.
             // Its idle connections close after PooledConnectionIdleTimeout.
-            clusters[cluster.ClusterId] = BackendPoolFactory.Build(cluster, _policies);
+            clusters[cluster.ClusterId] = BackendPoolFactory.Build(cluster, _policies, _time);
             rebuiltClusters++;
         }
 

@@ -8,8 +8,9 @@ namespace Proxy.Forwarding.Health;
 
 /// <summary>
 /// Active health checks: every cluster with <c>HealthCheck:Active:Enabled</c> is probed at its
-/// interval with <c>GET {Health ?? Address}{Path}</c>. A 2xx marks the destination healthy; it turns
-/// unhealthy after <c>ConsecutiveFailuresThreshold</c> failures in a row (cluster metadata, default 2).
+/// interval with <c>GET {Health ?? Address}{Path}</c>. The one policy, ConsecutiveFailures: a 2xx marks
+/// the destination healthy; it turns unhealthy after <c>ConsecutiveFailuresHealthPolicy.Threshold</c>
+/// failures in a row (cluster metadata, default 2).
 /// </summary>
 // The probe loop is the only writer of ActiveHealth results; readers see each write atomically.
 internal sealed class ActiveHealthChecker(ProxyStateManager manager, ILogger<ActiveHealthChecker> logger, TimeProvider time) : BackgroundService
@@ -17,6 +18,7 @@ internal sealed class ActiveHealthChecker(ProxyStateManager manager, ILogger<Act
     public static readonly TimeSpan DefaultInterval = TimeSpan.FromSeconds(15);
     public static readonly TimeSpan DefaultTimeout = TimeSpan.FromSeconds(10);
     public const int DefaultThreshold = 2;
+    public const string ThresholdMetadataKey = "ConsecutiveFailuresHealthPolicy.Threshold";
 
     private readonly Dictionary<ClusterState, long> _nextProbe = [];
 
@@ -62,7 +64,7 @@ internal sealed class ActiveHealthChecker(ProxyStateManager manager, ILogger<Act
     public async Task ProbeClusterAsync(ClusterState cluster, CancellationToken cancellationToken)
     {
         var active = cluster.Config.HealthCheck?.Active ?? new ActiveHealthCheckConfig();
-        var threshold = cluster.Config.Metadata?.TryGetValue("ConsecutiveFailuresHealthPolicy.Threshold", out var text) == true
+        var threshold = cluster.Config.Metadata?.TryGetValue(ThresholdMetadataKey, out var text) == true
             && int.TryParse(text, out var parsed) && parsed > 0 ? parsed : DefaultThreshold;
         await Task.WhenAll(cluster.Destinations.Select(d => ProbeAsync(cluster, d, active, threshold, cancellationToken))).ConfigureAwait(false);
     }

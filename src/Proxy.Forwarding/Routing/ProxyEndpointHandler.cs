@@ -5,6 +5,7 @@ using Microsoft.Extensions.Logging;
 using Proxy.Forwarding.BackendPools;
 using Proxy.Forwarding.Configuration;
 using Proxy.Forwarding.Forwarder;
+using Proxy.Forwarding.Health;
 using Proxy.Forwarding.Telemetry;
 
 namespace Proxy.Forwarding.Routing;
@@ -15,11 +16,9 @@ namespace Proxy.Forwarding.Routing;
 /// a reason, or UNAVAILABLE for gRPC.
 /// </summary>
 // Stateless and shared.
-internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwarder forwarder, ForwardingMetrics metrics, ILogger<ProxyEndpointHandler> logger)
+internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwarder forwarder, PassiveHealthChecker passiveHealth,
+    ForwardingMetrics metrics, ILogger<ProxyEndpointHandler> logger)
 {
-    /// <summary>How long a passively failed destination is skipped when not configured (YARP's value).</summary>
-    public static readonly TimeSpan DefaultReactivationPeriod = TimeSpan.FromMinutes(2);
-
     public async Task InvokeAsync(HttpContext context)
     {
         var route = context.GetEndpoint()?.Metadata.GetMetadata<RouteState>()
@@ -39,7 +38,10 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         var destination = available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(context, cluster, available);
         if (destination is null)
         {
-            await RefuseAsync(context, feature, ForwarderError.NoAvailableDestinations, $"Cluster '{clusterId}' has no available destination.");
+            var reason = cluster.Destinations.Count == 0 || available.Count != 0
+                ? $"Cluster '{clusterId}' has no available destination."
+                : $"Cluster '{clusterId}' has no available destination: all {cluster.Destinations.Count} are unhealthy (AvailableDestinationsPolicy {(cluster.PanicWhenNoneAvailable ? AvailableDestinationsPolicies.HealthyOrPanic : AvailableDestinationsPolicies.HealthyAndUnknown)}).";
+            await RefuseAsync(context, feature, ForwarderError.NoAvailableDestinations, reason);
             return;
         }
 
@@ -75,12 +77,9 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
                 Timeout = route.Config.Timeout,
             };
             var error = await forwarder.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer);
-            // Passive health: a destination that refuses connections or breaks requests is sat out
-            // for the reactivation period instead of failing every Nth request.
-            if (error is ForwarderError.Request or ForwarderError.RequestTimedOut && cluster.Config.HealthCheck?.Passive is { Enabled: true } passive)
-            {
-                destination.MarkPassiveFailure(passive.ReactivationPeriod ?? DefaultReactivationPeriod);
-            }
+            // Passive health: a destination whose transport keeps failing is sat out for the
+            // reactivation period instead of failing a share of all requests.
+            passiveHealth.RequestCompleted(cluster, destination, error);
         }
         finally
         {

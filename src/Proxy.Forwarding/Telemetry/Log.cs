@@ -24,6 +24,9 @@ internal static partial class Log
     [LoggerMessage(6, LogLevel.Debug, "Client went away: {Error} (route '{RouteId}', cluster '{ClusterId}', destination '{DestinationId}')")]
     public static partial void ClientGone(ILogger logger, ForwarderError error, string? routeId, string? clusterId, string? destinationId);
 
+    [LoggerMessage(7, LogLevel.Warning, "Destination '{DestinationId}' in cluster '{ClusterId}' is unhealthy for {Period} (passive health: {Reason})")]
+    public static partial void DestinationSatOut(ILogger logger, string clusterId, string destinationId, string reason, TimeSpan period);
+
     /// <summary>Client disconnects are routine: they go to Debug so they do not drown real backend failures.</summary>
     public static void Outcome(ILogger logger, ForwarderError error, Microsoft.AspNetCore.Http.HttpContext context, Exception? exception)
     {
