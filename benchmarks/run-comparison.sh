@@ -35,36 +35,43 @@ READY_TIMEOUT=30              # seconds a target has to open its ports
 RUN_TIMEOUT=$((DURATION + WARMUP + 30))  # hard cap on one h2load run
 
 ALL_TARGETS="server-ours server-kestrel proxy-ours proxy-yarp nginx haproxy h2o nghttpx static-ours static-kestrel static-nginx"
-# Scenario table: name|protocol (h1, h1-tls, h2c, h2)|path|body (- or a file key)|clients|streams per client|extra h2load flags
+# Scenario table: name|client|protocol (h1, h1-tls, h2c, h2)|what|body|connections|streams per connection|extra flags
+#   client h2load: what = the path, body = - or a file key (post1k, grpc), extra = h2load flags
+#   client load (benchmarks/Proxy.Load `run`, gRPC and SSE): what = its --scenario, extra = more of its options
 SCENARIO_TABLE="
-get-100b-h1|h1|/size/100|-|64|1|
-get-100b-h2c|h2c|/size/100|-|16|16|
-get-100b-h2|h2|/size/100|-|16|16|
-get-1k-h1|h1|/size/1024|-|64|1|
-get-1k-h1-tls|h1-tls|/size/1024|-|64|1|
-get-1k-h2c|h2c|/size/1024|-|16|16|
-get-1k-h2|h2|/size/1024|-|16|16|
-get-10k-h2c|h2c|/size/10240|-|16|16|
-get-10k-h2|h2|/size/10240|-|16|16|
-get-10k-h2c-w16|h2c|/size/10240|-|16|16|-w16 -W16
-get-100k-h1|h1|/size/102400|-|16|1|
-get-100k-h2c|h2c|/size/102400|-|8|8|
-get-100k-h2|h2|/size/102400|-|8|8|
-get-100k-h2c-w16|h2c|/size/102400|-|8|8|-w16 -W16
-get-100k-h2-w16|h2|/size/102400|-|8|8|-w16 -W16
-post-1k-h1|h1|/post|post1k|64|1|
-post-1k-h2c|h2c|/post|post1k|16|16|
-post-1k-h2c-w16|h2c|/post|post1k|16|16|-w16 -W16
-grpc-unary-1x1-h2c|h2c|/proxy.interop.Echo/Unary|grpc|1|1|
-grpc-unary-1x70-h2c|h2c|/proxy.interop.Echo/Unary|grpc|1|70|
-grpc-unary-16x16-h2c|h2c|/proxy.interop.Echo/Unary|grpc|16|16|
-grpc-unary-16x16-h2|h2|/proxy.interop.Echo/Unary|grpc|16|16|
-static-10mb-h1|h1|/static/big.bin|-|8|1|
-static-10mb-h1-tls|h1-tls|/static/big.bin|-|8|1|
-static-10mb-h2c|h2c|/static/big.bin|-|8|1|
-static-10mb-h2|h2|/static/big.bin|-|8|1|
+get-100b-h1|h2load|h1|/size/100|-|64|1|
+get-100b-h2c|h2load|h2c|/size/100|-|16|16|
+get-100b-h2|h2load|h2|/size/100|-|16|16|
+get-1k-h1|h2load|h1|/size/1024|-|64|1|
+get-1k-h1-tls|h2load|h1-tls|/size/1024|-|64|1|
+get-1k-h2c|h2load|h2c|/size/1024|-|16|16|
+get-1k-h2|h2load|h2|/size/1024|-|16|16|
+get-10k-h2c|h2load|h2c|/size/10240|-|16|16|
+get-10k-h2|h2load|h2|/size/10240|-|16|16|
+get-10k-h2c-w16|h2load|h2c|/size/10240|-|16|16|-w16 -W16
+get-100k-h1|h2load|h1|/size/102400|-|16|1|
+get-100k-h2c|h2load|h2c|/size/102400|-|8|8|
+get-100k-h2|h2load|h2|/size/102400|-|8|8|
+get-100k-h2c-w16|h2load|h2c|/size/102400|-|8|8|-w16 -W16
+get-100k-h2-w16|h2load|h2|/size/102400|-|8|8|-w16 -W16
+post-1k-h1|h2load|h1|/echo|post1k|64|1|
+post-1k-h2c|h2load|h2c|/echo|post1k|16|16|
+post-1k-h2c-w16|h2load|h2c|/echo|post1k|16|16|-w16 -W16
+grpc-unary-h2load-16x16-h2c|h2load|h2c|/grpc.testing.BenchmarkService/UnaryCall|grpc|16|16|
+grpc-unary-1x1-h2c|load|h2c|grpc-unary|-|1|1|
+grpc-unary-1x70-h2c|load|h2c|grpc-unary|-|1|70|
+grpc-unary-4x70-h2c|load|h2c|grpc-unary|-|4|70|
+grpc-unary-4x70-h2|load|h2|grpc-unary|-|4|70|
+grpc-streaming-1x70-h2c|load|h2c|grpc-streaming|-|1|70|
+grpc-server-streaming-1x70-h2c|load|h2c|grpc-server-streaming|-|1|70|--payload 1024
+sse-10x50-h2c|load|h2c|sse|-|10|50|--rate 20
+sse-10x50-h2|load|h2|sse|-|10|50|--rate 20
+static-10mb-h1|h2load|h1|/static/big.bin|-|8|1|
+static-10mb-h1-tls|h2load|h1-tls|/static/big.bin|-|8|1|
+static-10mb-h2c|h2load|h2c|/static/big.bin|-|8|1|
+static-10mb-h2|h2load|h2|/static/big.bin|-|8|1|
 "
-QUICK_SCENARIOS="get-1k-h1,get-1k-h2c,get-1k-h2,get-100k-h2c-w16,post-1k-h2c,grpc-unary-16x16-h2c,static-10mb-h1,static-10mb-h2c,static-10mb-h2"
+QUICK_SCENARIOS="get-1k-h1,get-1k-h2c,get-1k-h2,get-100k-h2c-w16,post-1k-h2c,grpc-unary-h2load-16x16-h2c,grpc-unary-1x70-h2c,sse-10x50-h2c,static-10mb-h1,static-10mb-h2c,static-10mb-h2"
 
 need() { command -v "$1" >/dev/null 2>&1; }
 log() { printf '\033[1m==>\033[0m %s\n' "$*" >&2; }
@@ -97,17 +104,38 @@ mkdir -p "$WORK/static" "$WORK/ourcert"
 cp "$WORK/cert.pfx" "$WORK/ourcert/dev-cert.pfx"   # Proxy.Host loads this as its certificate
 head -c 10485760 /dev/urandom > "$WORK/static/big.bin"
 head -c 1024 /dev/zero | tr '\0' 'p' > "$WORK/post1k"
-# One gRPC message: 5-octet prefix (uncompressed, length 7) + EchoRequest { message: "hello" }.
-printf '\0\0\0\0\7\n\5hello' > "$WORK/grpc"
+# One gRPC message: the 5-octet prefix (uncompressed, length 0) of an empty SimpleRequest (response_size 0).
+printf '\0\0\0\0\0' > "$WORK/grpc"
 
 # ---- build --------------------------------------------------------------------------------------------
 APP_DLL="$PEERS/static-app/bin/Release/net10.0/StaticApp.dll"
+LOAD_PROJECT="$ROOT/benchmarks/Proxy.Load"
+LOAD_DLL="$LOAD_PROJECT/bin/Release/net10.0/Proxy.Load.dll"
+HAVE_LOAD=0; [[ -f "$LOAD_PROJECT/Proxy.Load.csproj" ]] && HAVE_LOAD=1
 HOST_DLL="$ROOT/src/Proxy.Host/bin/Release/net10.0/Proxy.Host.dll"
 if [[ $BUILD == 1 ]]; then
   log "building Release (Proxy.Host, static-app)"
   dotnet build -c Release "$ROOT/src/Proxy.Host" -v q -nologo >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
   dotnet build -c Release "$PEERS/static-app" -v q -nologo >>"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
+  if [[ $HAVE_LOAD == 1 ]]; then
+    dotnet build -c Release "$LOAD_PROJECT" -v q -nologo >>"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
+  fi
 fi
+[[ $HAVE_LOAD == 1 && ! -f "$LOAD_DLL" ]] && HAVE_LOAD=0
+# The app under test and behind the proxies: the harness's `serve` (gRPC BenchmarkService, /size, /echo, /sse)
+# when benchmarks/Proxy.Load exists, otherwise static-app (same HTTP paths, a minimal UnaryCall, no streaming).
+serve_app() { # serve_app ours|kestrel H1PORT H2CPORT TLSPORT(0 = none)
+  if [[ $HAVE_LOAD == 1 ]]; then
+    local server=$1; [[ $server == ours ]] && server=proxy
+    local a=(serve --server "$server" --urls "http://127.0.0.1:$2" --h2c-port "$3")
+    [[ $4 != 0 ]] && a+=(--https-port "$4")
+    echo dotnet "$LOAD_DLL" "${a[@]}"
+  else
+    local a=(--server "$1" --h1 "$2" --h2c "$3")
+    [[ $4 != 0 ]] && a+=(--tls "$4" --cert "$WORK/cert.pfx")
+    echo dotnet "$APP_DLL" "${a[@]}"
+  fi
+}
 export DOTNET_gcServer=1 DOTNET_CLI_TELEMETRY_OPTOUT=1 ASPNETCORE_ENVIRONMENT=Production
 
 render() { # template -> file with the @...@ placeholders filled in
@@ -168,7 +196,8 @@ start_backend() {
   [[ -n "$BACKEND_PGID" ]] && return 0
   ports_free "$BH1" "$BH2C" || return 1
   log "backend: the app on Kestrel, HTTP/1.1 :$BH1, h2c :$BH2C"
-  start_group backend dotnet "$APP_DLL" --server kestrel --h1 "$BH1" --h2c "$BH2C"
+  # shellcheck disable=SC2046
+  start_group backend $(serve_app kestrel "$BH1" "$BH2C" 0)
   BACKEND_PGID=$TARGET_PGID
   wait_ports backend "$BH1" "$BH2C"
 }
@@ -183,7 +212,10 @@ start_target() {
   esac
   ports_free "$H1" "$H2C" "$TLS" || { SKIP_REASON="front ports busy"; return 3; }
   case "$t" in
-    server-ours|server-kestrel|static-ours|static-kestrel)
+    server-ours|server-kestrel)
+      # shellcheck disable=SC2046
+      start_group "$t" $(serve_app "${t#*-}" "$H1" "$H2C" "$TLS") ;;
+    static-ours|static-kestrel)
       local server=${t#*-}
       start_group "$t" dotnet "$APP_DLL" --server "$server" --h1 "$H1" --h2c "$H2C" --tls "$TLS" \
         --cert "$WORK/cert.pfx" --static "$WORK/static" ;;
@@ -225,14 +257,15 @@ applies() { # applies TARGET SCENARIO -> 0 or 1, with SKIP_REASON
     *) [[ $t != static-* ]] || return 1 ;;
   esac
   if [[ $t == h2o && $s == grpc-* ]]; then SKIP_REASON="h2o 2.2 proxies over HTTP/1.1 without trailers: no gRPC"; return 1; fi
+  if [[ $HAVE_LOAD == 0 && ${3:-} == load ]]; then SKIP_REASON="benchmarks/Proxy.Load (the gRPC/SSE client) is not in this tree"; return 1; fi
   return 0
 }
 
 RAW="$WORK/results.jsonl"
 : > "$RAW"
 run_scenario() { # run_scenario TARGET LINE
-  local t=$1 line=$2 name proto path body clients streams extra
-  IFS='|' read -r name proto path body clients streams extra <<<"$line"
+  local t=$1 line=$2 name client proto path body clients streams extra
+  IFS='|' read -r name client proto path body clients streams extra <<<"$line"
   local scheme=http port=$H1 args=()
   case "$proto" in
     h1) args+=(--h1) ;;
@@ -249,6 +282,48 @@ run_scenario() { # run_scenario TARGET LINE
   local before after
   before=$(group_stats "$TARGET_PGID")
   local t0=$SECONDS
+  if [[ $client == load ]]; then
+    local hj="$WORK/load.jsonl"; rm -f "$hj"
+    # shellcheck disable=SC2086
+    timeout "$RUN_TIMEOUT" dotnet "$LOAD_DLL" run --scenario "$path" --url "$scheme://127.0.0.1:$port" \
+      --connections "$clients" --streams "$streams" --warmup "$WARMUP" --duration "$DURATION" --label "$t" \
+      --json "$hj" --no-header --no-progress $extra >"$out" 2>&1 || true
+    after=$(group_stats "$TARGET_PGID")
+    python3 - "$t" "$name" "$proto" "$clients" "$streams" "$extra" "$hj" "$out" "$before" "$after" "$CLK_TCK" >>"$RAW" <<'PY'
+import json, sys
+t, name, proto, c, m, extra, hj, out, before, after, tck = sys.argv[1:]
+try:
+    r = json.loads(open(hj).read().strip().splitlines()[-1])
+except (OSError, IndexError, ValueError):
+    r = None
+b = [int(x) for x in before.split()]; a = [int(x) for x in after.split()]
+cpu_s = (a[0] - b[0]) / float(tck)
+rec = {"target": t, "scenario": name, "protocol": proto, "clients": int(c), "streams": int(m), "flags": extra,
+       "client": "Proxy.Load", "cpu_s": round(cpu_s, 2), "rss_mb": round(a[1] / 1024.0, 1), "threads": a[2]}
+if r is None:
+    text = open(out, errors="replace").read().strip().splitlines()
+    rec.update({"rps": 0.0, "mbps": 0.0, "requests": 0, "succeeded": 0, "failed": None, "non2xx": 0,
+                "latency_ms": {k: None for k in ("mean", "p50", "p90", "p99", "max")}, "cpu_us_per_req": None,
+                "error": " ".join(text[-3:])[:300]})
+else:
+    n = r.get("requests") or 0
+    sse = r.get("sse") or {}
+    rec.update({"rps": r.get("rps", 0.0), "mbps": round((r.get("bytesRead") or 0) / 1e6 / max(r.get("durationSeconds") or 1, 1e-9), 2),
+                "requests": n, "succeeded": n - (r.get("errors") or 0),
+                "failed": (r.get("errors") or 0) + (sse.get("lost") or 0) + (sse.get("reconnects") or 0),
+                "non2xx": r.get("badResponses") or 0, "latency_ms": r.get("latencyMs"),
+                "cpu_us_per_req": round(cpu_s * 1e6 / n, 1) if n else None})
+    if sse:
+        rec["sse"] = sse
+    if r.get("firstError"):
+        rec["first_error"] = r["firstError"]
+print(json.dumps(rec))
+PY
+    local last; last=$(tail -1 "$RAW")
+    printf '   %-24s %-15s %10s req/s  p99 %s ms  cpu %s s  (%ss)\n' "$name" "$t" \
+      "$(jq -r '.rps' <<<"$last")" "$(jq -r '.latency_ms.p99' <<<"$last")" "$(jq -r '.cpu_s' <<<"$last")" "$((SECONDS - t0))" >&2
+    return 0
+  fi
   timeout "$RUN_TIMEOUT" h2load -t1 -c "$clients" -m "$streams" -D "$DURATION" --warm-up-time "$WARMUP" \
     --log-file="$lat" "${args[@]}" "$url" >"$out" 2>&1 || true
   after=$(group_stats "$TARGET_PGID")
@@ -284,7 +359,7 @@ ok = int(reqs.group(4)) if reqs else 0
 bad = (done - int(codes.group(1))) if codes else done
 rec = {
     "target": t, "scenario": name, "protocol": proto, "clients": int(c), "streams": int(m), "flags": extra,
-    "rps": rps, "mbps": round(mbps, 2), "requests": done, "succeeded": ok,
+    "client": "h2load", "rps": rps, "mbps": round(mbps, 2), "requests": done, "succeeded": ok,
     "failed": int(reqs.group(5)) + int(reqs.group(6)) + int(reqs.group(7)) if reqs else None,
     "non2xx": bad,
     "latency_ms": {"mean": round(sum(lats) / len(lats), 3) if lats else None, "p50": pct(50), "p90": pct(90),
@@ -321,7 +396,8 @@ log "scenarios: ${#SCENARIO_LINES[@]}, ${DURATION}s each after ${WARMUP}s warm-u
 for t in $TARGETS; do
   todo=()
   for line in "${SCENARIO_LINES[@]}"; do
-    if applies "$t" "${line%%|*}"; then todo+=("$line")
+    client=$(cut -d'|' -f2 <<<"$line")
+    if applies "$t" "${line%%|*}" "$client"; then todo+=("$line")
     elif [[ -n "$SKIP_REASON" ]]; then skip "$t" "${line%%|*}" "$SKIP_REASON"; fi
   done
   (( ${#todo[@]} > 0 )) || continue
@@ -353,7 +429,9 @@ roles = [("Server role: the same app on our server vs Kestrel", "server-ours", [
 by = {(r["target"], r["scenario"]): r for r in rows}
 out = [f"# Comparison run {datetime.date.today()}", "",
        f"Machine: {machine}. Versions: {versions}.", "",
-       f"Client: h2load, one thread (`-t1`), `-D {dur} --warm-up-time {warm}`; concurrency per scenario as shown "
+       f"Clients: h2load (HTTP and static scenarios), one thread (`-t1`), `-D {dur} --warm-up-time {warm}`; "
+       "benchmarks/Proxy.Load `run` (grpc-unary-CxS, grpc-streaming, grpc-server-streaming, sse: Grpc-style closed loops, "
+       "SSE events counted as requests, lost events and reconnects counted as bad). Concurrency per scenario as shown "
        "(c = connections, m = streams per connection). RPS is the measured-period rate; latency percentiles come "
        "from h2load's per-request log; CPU is user+system time of every process of the target (not the backend, "
        "not the client) over the run. Ratio = target RPS / our RPS (above 1: the peer is faster).", ""]

@@ -2,9 +2,11 @@
 //   dotnet StaticApp.dll --server ours|kestrel --h1 PORT --h2c PORT --tls PORT --cert cert.pfx --static DIR
 // Endpoints (all on 127.0.0.1):
 //   GET  /size/{n}                 -> n bytes (0..1048576) of application/octet-stream, from a cached array
-//   POST /post                     -> drains the body, answers "ok"
+//   POST /echo                     -> the request body, echoed
+//   POST /grpc.testing.BenchmarkService/UnaryCall -> one empty SimpleResponse + grpc-status 0 (a stand-in for
+//                                     benchmarks/Proxy.Load's service when that is absent; ignores response_size)
 //   POST /proxy.interop.Echo/Unary -> gRPC echo (src/Proxy.Demo's hand-rolled gRPC layer; Grpc.AspNetCore is not restorable)
-//   GET  /events?n=&ms=            -> server-sent events: n events (default unbounded), one every ms milliseconds
+//   GET  /sse?n=&ms=               -> server-sent events: n events (default unbounded), one every ms milliseconds
 //   GET  /static/*                 -> UseStaticFiles over --static DIR (the 10 MB file scenario)
 // --h1 is HTTP/1.1 only, --h2c is HTTP/2 prior knowledge only, --tls is ALPN h2 + http/1.1; a port of 0 skips it.
 // Logging is off apart from warnings. Not part of Proxy.sln: the script builds it on its own.
@@ -106,13 +108,26 @@ app.MapGet("/size/{n:int}", (int n, HttpContext context) =>
     return Task.FromResult(Results.Bytes(body, "application/octet-stream"));
 });
 
-app.MapPost("/post", async (HttpContext context) =>
+app.MapPost("/echo", async (HttpContext context) =>
 {
-    await context.Request.Body.CopyToAsync(Stream.Null, context.RequestAborted);
-    return "ok";
+    if (context.Request.ContentLength is long length)
+    {
+        context.Response.ContentLength = length;
+    }
+    context.Response.ContentType = "application/octet-stream";
+    await context.Request.Body.CopyToAsync(context.Response.Body, context.RequestAborted);
 });
 
-app.MapGet("/events", async (HttpContext context, int? n, int? ms) =>
+byte[] emptyGrpcMessage = [0, 0, 0, 0, 0];
+app.MapPost("/grpc.testing.BenchmarkService/UnaryCall", async (HttpContext context) =>
+{
+    await context.Request.Body.CopyToAsync(Stream.Null, context.RequestAborted);
+    context.Response.ContentType = "application/grpc";
+    await context.Response.Body.WriteAsync(emptyGrpcMessage, context.RequestAborted);
+    context.Response.AppendTrailer("grpc-status", "0");
+});
+
+app.MapGet("/sse", async (HttpContext context, int? n, int? ms) =>
 {
     var aborted = context.RequestAborted;
     context.Response.ContentType = "text/event-stream";
