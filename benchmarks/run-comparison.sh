@@ -103,6 +103,8 @@ openssl pkcs12 -export -in "$WORK/cert.pem" -inkey "$WORK/key.pem" -out "$WORK/c
 mkdir -p "$WORK/static" "$WORK/ourcert"
 cp "$WORK/cert.pfx" "$WORK/ourcert/dev-cert.pfx"   # Proxy.Host loads this as its certificate
 head -c 10485760 /dev/urandom > "$WORK/static/big.bin"
+# nginx workers and h2o drop root for nobody/www-data: they must be able to read the file and the dir.
+chmod 755 "$WORK" "$WORK/static"; chmod 644 "$WORK/static/big.bin"
 head -c 1024 /dev/zero | tr '\0' 'p' > "$WORK/post1k"
 # One gRPC message: the 5-octet prefix (uncompressed, length 0) of an empty SimpleRequest (response_size 0).
 printf '\0\0\0\0\0' > "$WORK/grpc"
