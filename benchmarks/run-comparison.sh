@@ -358,7 +358,8 @@ b = [int(x) for x in before.split()]; a = [int(x) for x in after.split()]
 cpu_s = (a[0] - b[0]) / float(tck)
 done = int(reqs.group(3)) if reqs else 0
 ok = int(reqs.group(4)) if reqs else 0
-bad = (done - int(codes.group(1))) if codes else done
+# h2load counts status codes over warm-up too, requests only in the measured window: clamp at 0.
+bad = max(0, done - int(codes.group(1))) if codes else done
 rec = {
     "target": t, "scenario": name, "protocol": proto, "clients": int(c), "streams": int(m), "flags": extra,
     "client": "h2load", "rps": rps, "mbps": round(mbps, 2), "requests": done, "succeeded": ok,
