@@ -103,9 +103,11 @@ namespace Proxy.Load
                 await File.AppendAllTextAsync(path, result.ToJson() + "\n");
             }
 
-            if (result.FirstError is { } error && !result.Clean)
+            if (!result.Clean)
             {
-                Console.Error.WriteLine($"first error: {error}");
+                Console.Error.WriteLine(result.Requests == 0
+                    ? $"no request completed in the measured window (first error: {result.FirstError ?? "none"})"
+                    : $"first error: {result.FirstError ?? "none"}");
             }
 
             return result.Clean ? 0 : 1;

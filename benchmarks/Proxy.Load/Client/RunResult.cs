@@ -30,9 +30,9 @@ public sealed record RunResult
     public SseSummary? Sse { get; init; }
     public TargetMetrics? Target { get; init; }
 
-    /// <summary>Zero errors and, for SSE, nothing lost and no reconnects.</summary>
+    /// <summary>Requests completed, zero errors and, for SSE, nothing lost and no reconnects.</summary>
     [JsonIgnore]
-    public bool Clean => Errors == 0 && (Sse is null || (Sse.Lost == 0 && Sse.Reconnects == 0));
+    public bool Clean => Requests > 0 && Errors == 0 && (Sse is null || (Sse.Lost == 0 && Sse.Reconnects == 0));
 
     private static readonly JsonSerializerOptions s_json = new(JsonSerializerDefaults.Web);
 
