@@ -84,7 +84,7 @@ public static class LoadRunner
                 Timestamp = DateTimeOffset.UtcNow,
                 Label = options.Label,
                 Scenario = options.Scenario,
-                Url = options.Url.ToString(),
+                Url = options.Url.OriginalString,
                 Protocol = options.Protocol,
                 Shape = options.Shape,
                 Connections = options.Connections,
