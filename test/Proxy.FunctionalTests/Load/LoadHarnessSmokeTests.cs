@@ -123,5 +123,24 @@ public sealed class LoadHarnessSmokeTests(LoadBackendFixture backend) : IClassFi
         }
     }
 
+    [Fact]
+    public void LatencyHistogram_UniformValues_PercentilesWithinThreePercentAndExactMax()
+    {
+        var histogram = new Proxy.Load.Metrics.LatencyHistogram();
+        for (long v = 1; v <= 100_000; v++)
+        {
+            histogram.Record(v * 1_000); // 1 µs .. 100 ms, in ns
+        }
+
+        Assert.Equal(100_000, histogram.Count);
+        Assert.Equal(100_000_000, histogram.Max);
+        Assert.Equal(50_000_500.0, histogram.Mean, precision: 0);
+        foreach (var (percentile, expected) in new[] { (50.0, 50_000_000.0), (90.0, 90_000_000.0), (99.0, 99_000_000.0) })
+        {
+            var value = histogram.ValueAtPercentile(percentile);
+            Assert.InRange(value, expected, expected * 1.03);
+        }
+    }
+
     public void Dispose() => File.Delete(_json);
 }
