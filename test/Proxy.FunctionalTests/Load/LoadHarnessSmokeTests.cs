@@ -1,0 +1,146 @@
+using System.Text.Json;
+using Proxy.FunctionalTests.Hosting;
+using Proxy.Load;
+using Proxy.Load.Server;
+
+namespace Proxy.FunctionalTests.Load;
+
+/// <summary>The benchmark backend of the load harness on both servers (port 0: HTTP/1.1, h2c, TLS).</summary>
+// Shared by the cases of LoadHarnessSmokeTests; started once, stopped at the end.
+public sealed class LoadBackendFixture : IAsyncLifetime
+{
+    private readonly Dictionary<ServerKind, BenchmarkServer> _servers = [];
+
+    public BenchmarkServer this[ServerKind kind] => _servers[kind];
+
+    public async Task InitializeAsync()
+    {
+        foreach (var (kind, name) in new[] { (ServerKind.ProxyServer, "proxy"), (ServerKind.Kestrel, "kestrel") })
+        {
+            var server = await BenchmarkServer.StartAsync(
+                new ServeOptions { Server = name, HttpPort = 0, H2cPort = 0, HttpsPort = 0 }, logWarnings: false);
+            _servers[kind] = server;
+            await ReadyAsync(server);
+        }
+    }
+
+    /// <summary>
+    /// One request per endpoint before any run: the first TLS handshake of a cold process can take longer than a
+    /// whole 0.8 s smoke run on a busy machine, and a run with no completed request is a failure.
+    /// </summary>
+    private static async Task ReadyAsync(BenchmarkServer server)
+    {
+        using var client = new HttpClient(new SocketsHttpHandler
+        {
+            SslOptions = { RemoteCertificateValidationCallback = static (_, _, _, _) => true },
+        });
+        foreach (var (address, version) in new[]
+        {
+            (server.HttpAddress, System.Net.HttpVersion.Version11),
+            (server.H2cAddress!, System.Net.HttpVersion.Version20),
+            (server.HttpsAddress!, System.Net.HttpVersion.Version20),
+        })
+        {
+            using var request = new HttpRequestMessage(HttpMethod.Get, address) { Version = version, VersionPolicy = HttpVersionPolicy.RequestVersionExact };
+            using var response = await client.SendAsync(request);
+            response.EnsureSuccessStatusCode();
+        }
+    }
+
+    public async Task DisposeAsync()
+    {
+        foreach (var server in _servers.Values)
+        {
+            await server.DisposeAsync();
+        }
+    }
+}
+
+/// <summary>
+/// A short run (~0.8 s, no warm-up) of every load scenario through the harness's own command line, so the
+/// harness keeps working. Nothing here measures speed: each run must complete requests with zero errors, zero
+/// lost SSE events and no reconnects, and append its JSON object.
+/// </summary>
+public sealed class LoadHarnessSmokeTests(LoadBackendFixture backend) : IClassFixture<LoadBackendFixture>, IDisposable
+{
+    private readonly string _json = Path.Combine(Path.GetTempPath(), $"proxy-load-smoke-{Guid.NewGuid():N}.jsonl");
+
+    public enum Endpoint { H2c, Tls, Http1 }
+
+    public static TheoryData<ServerKind, string, Endpoint, string[]> Runs => new()
+    {
+        { ServerKind.ProxyServer, "grpc-unary", Endpoint.H2c, ["--streams", "8", "--payload", "100"] },
+        { ServerKind.ProxyServer, "grpc-unary", Endpoint.Tls, ["--connections", "2", "--streams", "4"] },
+        { ServerKind.ProxyServer, "grpc-server-streaming", Endpoint.H2c, ["--streams", "4", "--payload", "1024"] },
+        { ServerKind.ProxyServer, "grpc-streaming", Endpoint.H2c, ["--streams", "4", "--payload", "100"] },
+        { ServerKind.ProxyServer, "http-get", Endpoint.H2c, ["--streams", "4", "--size", "10240"] },
+        { ServerKind.ProxyServer, "http-get", Endpoint.Http1, ["--http", "1.1", "--connections", "2", "--size", "100"] },
+        { ServerKind.ProxyServer, "http-post", Endpoint.Tls, ["--streams", "4", "--size", "1024"] },
+        { ServerKind.ProxyServer, "sse", Endpoint.H2c, ["--connections", "2", "--streams", "3", "--rate", "50"] },
+        { ServerKind.Kestrel, "grpc-unary", Endpoint.H2c, ["--streams", "8"] },
+        { ServerKind.Kestrel, "sse", Endpoint.Http1, ["--http", "1.1", "--streams", "2", "--rate", "50"] },
+    };
+
+    [Theory]
+    [MemberData(nameof(Runs))]
+    public async Task Run_Scenario_CompletesRequestsWithZeroErrorsAndWritesJson(ServerKind kind, string scenario, Endpoint endpoint, string[] extra)
+    {
+        var server = backend[kind];
+        var url = endpoint switch
+        {
+            Endpoint.H2c => server.H2cAddress!,
+            Endpoint.Tls => server.HttpsAddress!,
+            _ => server.HttpAddress,
+        };
+        string[] args =
+        [
+            "run", "--scenario", scenario, "--url", url.ToString(), "--warmup", "0", "--duration", "0.8",
+            "--label", kind.ToString(), "--target-pid", Environment.ProcessId.ToString(), "--json", _json,
+            "--no-progress", "--no-header", .. extra,
+        ];
+
+        var exitCode = await LoadProgram.MainAsync(args);
+
+        var lines = await File.ReadAllLinesAsync(_json);
+        var result = Assert.Single(lines);
+        using var json = JsonDocument.Parse(result);
+        var root = json.RootElement;
+        var firstError = root.GetProperty("firstError").ToString();
+        Assert.True(exitCode == 0, $"exit code {exitCode}; first error: {firstError}");
+        Assert.Equal(scenario, root.GetProperty("scenario").GetString());
+        Assert.Equal(kind.ToString(), root.GetProperty("label").GetString());
+        Assert.True(root.GetProperty("requests").GetInt64() > 0, "no request completed");
+        Assert.True(root.GetProperty("rps").GetDouble() > 0);
+        Assert.Equal(0, root.GetProperty("errors").GetInt64());
+        Assert.True(root.GetProperty("latencyMs").GetProperty("max").GetDouble() > 0);
+        Assert.True(root.GetProperty("target").GetProperty("threads").GetInt32() > 0);
+        if (scenario == "sse")
+        {
+            var sse = root.GetProperty("sse");
+            Assert.True(sse.GetProperty("events").GetInt64() > 0);
+            Assert.Equal(0, sse.GetProperty("lost").GetInt64());
+            Assert.Equal(0, sse.GetProperty("reconnects").GetInt64());
+        }
+    }
+
+    [Fact]
+    public void LatencyHistogram_UniformValues_PercentilesWithinThreePercentAndExactMax()
+    {
+        var histogram = new Proxy.Load.Metrics.LatencyHistogram();
+        for (long v = 1; v <= 100_000; v++)
+        {
+            histogram.Record(v * 1_000); // 1 µs .. 100 ms, in ns
+        }
+
+        Assert.Equal(100_000, histogram.Count);
+        Assert.Equal(100_000_000, histogram.Max);
+        Assert.Equal(50_000_500.0, histogram.Mean, precision: 0);
+        foreach (var (percentile, expected) in new[] { (50.0, 50_000_000.0), (90.0, 90_000_000.0), (99.0, 99_000_000.0) })
+        {
+            var value = histogram.ValueAtPercentile(percentile);
+            Assert.InRange(value, expected, expected * 1.03);
+        }
+    }
+
+    public void Dispose() => File.Delete(_json);
+}
