@@ -146,9 +146,11 @@ public sealed partial class HpackEncoder
             return;
         }
 
-        if (!sensitive)
+        // One scan of the dynamic table gives both the full match and the newest name match.
+        int dynamicNameIndex = 0;
+        if (!sensitive || staticIndex == 0)
         {
-            int dynamicIndex = _table.FindField(name, value);
+            int dynamicIndex = _table.Find(name, sensitive ? null : value, out dynamicNameIndex);
             if (dynamicIndex != 0)
             {
                 written = IntegerCodec.Encode(StaticTable.Count + dynamicIndex, 7, 0x80, span);
@@ -159,10 +161,9 @@ public sealed partial class HpackEncoder
 
         // 2. The name by index when either table has it (static first: smaller, never evicted).
         int nameIndex = staticIndex;
-        if (nameIndex == 0)
+        if (nameIndex == 0 && dynamicNameIndex != 0)
         {
-            int dynamicNameIndex = _table.FindName(name);
-            nameIndex = dynamicNameIndex == 0 ? 0 : StaticTable.Count + dynamicNameIndex;
+            nameIndex = StaticTable.Count + dynamicNameIndex;
         }
 
         // 3. The representation: never indexed (§6.2.3), with incremental indexing (§6.2.1), or

@@ -76,16 +76,12 @@ internal static class StaticTable
     private static readonly byte[][] s_names = new byte[Count][];
     private static readonly byte[][] s_values = new byte[Count][];
 
-    // Name -> lowest index with that name; entries sharing a name are consecutive (e.g. :status 8..14).
-    private static readonly Dictionary<string, int> s_firstIndexByName = new(StringComparer.Ordinal);
-
     static StaticTable()
     {
         for (int i = 0; i < Count; i++)
         {
             s_names[i] = Encoding.Latin1.GetBytes(s_fields[i].Name);
             s_values[i] = Encoding.Latin1.GetBytes(s_fields[i].Value);
-            s_firstIndexByName.TryAdd(s_fields[i].Name, i + 1);
         }
     }
 
@@ -101,7 +97,8 @@ internal static class StaticTable
     public static int Find(string name, string value, out bool valueMatched)
     {
         valueMatched = false;
-        if (!s_firstIndexByName.TryGetValue(name, out int first))
+        int first = FirstIndexOf(name);
+        if (first == 0)
         {
             return 0;
         }
@@ -117,4 +114,63 @@ internal static class StaticTable
 
         return first;
     }
+
+    /// <summary>Lowest static index with this name, or 0; entries sharing a name are consecutive (e.g. :status 8..14).</summary>
+    /// <remarks>A switch, not a dictionary: the compiler dispatches on length and a few characters, with no hashing.</remarks>
+    private static int FirstIndexOf(string name) => name switch
+    {
+        ":authority" => 1,
+        ":method" => 2,
+        ":path" => 4,
+        ":scheme" => 6,
+        ":status" => 8,
+        "accept-charset" => 15,
+        "accept-encoding" => 16,
+        "accept-language" => 17,
+        "accept-ranges" => 18,
+        "accept" => 19,
+        "access-control-allow-origin" => 20,
+        "age" => 21,
+        "allow" => 22,
+        "authorization" => 23,
+        "cache-control" => 24,
+        "content-disposition" => 25,
+        "content-encoding" => 26,
+        "content-language" => 27,
+        "content-length" => 28,
+        "content-location" => 29,
+        "content-range" => 30,
+        "content-type" => 31,
+        "cookie" => 32,
+        "date" => 33,
+        "etag" => 34,
+        "expect" => 35,
+        "expires" => 36,
+        "from" => 37,
+        "host" => 38,
+        "if-match" => 39,
+        "if-modified-since" => 40,
+        "if-none-match" => 41,
+        "if-range" => 42,
+        "if-unmodified-since" => 43,
+        "last-modified" => 44,
+        "link" => 45,
+        "location" => 46,
+        "max-forwards" => 47,
+        "proxy-authenticate" => 48,
+        "proxy-authorization" => 49,
+        "range" => 50,
+        "referer" => 51,
+        "refresh" => 52,
+        "retry-after" => 53,
+        "server" => 54,
+        "set-cookie" => 55,
+        "strict-transport-security" => 56,
+        "transfer-encoding" => 57,
+        "user-agent" => 58,
+        "vary" => 59,
+        "via" => 60,
+        "www-authenticate" => 61,
+        _ => 0,
+    };
 }

@@ -86,6 +86,7 @@ public sealed partial class Http2Connection
         _recentlyReset = new RecentStreamIds(Math.Max(100, 2 * options.MaxConcurrentStreams));
         _recentlyClosed = new RecentStreamIds(Math.Max(100, 2 * options.MaxConcurrentStreams));
         _headerCollector = new RequestHeaderCollector(options.MaxHeaderListSize, options.MaxHeaderCount);
+        ResponsePipeOptions = Http2Stream.CreateResponsePipeOptions(options);
         _connectionReceiveWindow = Math.Max(65_535, options.InitialConnectionWindowSize);
         _connectionUpdateThreshold = Math.Max(1, _connectionReceiveWindow / 2);
         // One stream can hold at most its own window unread; the rest of the connection window keeps circulating
@@ -103,6 +104,9 @@ public sealed partial class Http2Connection
         });
         _writer = new FrameWriterLoop(this, options, _writerChannel.Reader, _output, _time);
     }
+
+    /// <summary>Shared by the response pipes of this connection's streams (immutable).</summary>
+    internal PipeOptions ResponsePipeOptions { get; }
 
     /// <summary>The connection's metadata, as given by the host.</summary>
     public ConnectionMetadata Metadata => _metadata;

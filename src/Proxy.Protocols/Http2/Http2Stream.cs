@@ -26,16 +26,27 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
         Protocol = "HTTP/2";
         _receiveWindow = initialReceiveWindow;
         _streamUpdateThreshold = Math.Max(1, initialReceiveWindow / 2);
-        // NOTE: no pause threshold on the request pipe: the read loop must never wait on it. Its size is
-        // bounded by our stream window instead (RFC 9113 §6.9: the peer cannot send beyond it).
-        _requestPipe = new Pipe(new PipeOptions(pauseWriterThreshold: 0, resumeWriterThreshold: 0, useSynchronizationContext: false));
-        // The app's FlushAsync waits here once MaxStreamOutputBufferSize bytes are queued for the writer loop;
-        // it resumes on the thread pool, never inline on the writer loop (default writer scheduler).
-        var outputLimit = Math.Max(1, options.MaxStreamOutputBufferSize);
-        _responsePipe = new Pipe(new PipeOptions(pauseWriterThreshold: outputLimit, resumeWriterThreshold: Math.Max(1, outputLimit / 2),
-            readerScheduler: PipeScheduler.Inline, useSynchronizationContext: false));
+        _requestPipe = new Pipe(RequestPipeOptions);
+        _responsePipe = new Pipe(connection.ResponsePipeOptions);
         _requestBodyReader = new RequestBodyReader(this, _requestPipe.Reader);
         _responseBodyWriter = new ResponseBodyWriter(this, _responsePipe.Writer);
+    }
+
+    // NOTE: no pause threshold on the request pipe: the read loop must never wait on it. Its size is
+    // bounded by our stream window instead (RFC 9113 §6.9: the peer cannot send beyond it).
+    // PipeOptions are immutable, so one instance serves every stream of every connection.
+    private static readonly PipeOptions RequestPipeOptions = new(pauseWriterThreshold: 0, resumeWriterThreshold: 0, useSynchronizationContext: false);
+
+    /// <summary>
+    /// Options of the response pipe, built once per connection (they depend on its options). The app's
+    /// FlushAsync waits once MaxStreamOutputBufferSize bytes are queued for the writer loop; it resumes on
+    /// the thread pool, never inline on the writer loop (default writer scheduler).
+    /// </summary>
+    internal static PipeOptions CreateResponsePipeOptions(Http2Options options)
+    {
+        var outputLimit = Math.Max(1, options.MaxStreamOutputBufferSize);
+        return new PipeOptions(pauseWriterThreshold: outputLimit, resumeWriterThreshold: Math.Max(1, outputLimit / 2),
+            readerScheduler: PipeScheduler.Inline, useSynchronizationContext: false);
     }
 
     public int StreamId { get; }

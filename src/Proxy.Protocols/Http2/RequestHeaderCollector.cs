@@ -17,6 +17,11 @@ internal sealed class RequestHeaderCollector : IHpackHeaderHandler
     private bool _isTrailers;
     private bool _seenRegular;
 
+    // The previous request block's strings, reused when the next block repeats the same octets.
+    private readonly List<KeyValuePair<string, string>> _previousFields = new();
+    private string? _previousAuthority;
+    private string? _previousPath;
+
     public RequestHeaderCollector(int maxListSize, int maxCount)
     {
         _maxListSize = maxListSize;
@@ -43,6 +48,12 @@ internal sealed class RequestHeaderCollector : IHpackHeaderHandler
 
     public void Reset(bool isTrailers)
     {
+        if (!_isTrailers && Fields.Count > 0)
+        {
+            // Remember the last request block's fields for GetRegularValue (the strings are immutable).
+            _previousFields.Clear();
+            _previousFields.AddRange(Fields);
+        }
         _isTrailers = isTrailers;
         _seenRegular = false;
         Method = Scheme = Authority = Path = Host = null;
@@ -79,8 +90,8 @@ internal sealed class RequestHeaderCollector : IHpackHeaderHandler
             return;
         }
         _seenRegular = true;
-        var nameString = Encoding.ASCII.GetString(name);
-        var valueString = Encoding.Latin1.GetString(value);
+        var nameString = KnownHeaderStrings.GetName(name);
+        var valueString = GetRegularValue(nameString, value);
         // RFC 9113 §8.2.2: connection-specific fields make the message malformed; "te" may only carry "trailers".
         if (IsConnectionSpecific(nameString))
         {
@@ -123,32 +134,61 @@ internal sealed class RequestHeaderCollector : IHpackHeaderHandler
             Malformed("pseudo_header_after_regular");
             return;
         }
-        var text = Encoding.Latin1.GetString(value);
-        switch (Encoding.ASCII.GetString(name))
+        // Matched on the octets: no string is made for the name, and the values are interned or reused.
+        if (name.SequenceEqual(":method"u8))
         {
-            case ":method":
-                if (Method is not null || !IsToken(value)) { Malformed("invalid_method"); return; }
-                Method = text;
-                break;
-            case ":scheme":
-                if (Scheme is not null || value.IsEmpty) { Malformed("invalid_scheme"); return; }
-                Scheme = text;
-                break;
-            case ":authority":
-                if (Authority is not null || !IsVisible(value)) { Malformed("invalid_authority"); return; }
-                Authority = text;
-                break;
-            case ":path":
-                // RFC 9113 §8.3.1: ":path" MUST NOT be empty for http/https; no spaces or controls either.
-                if (Path is not null || value.IsEmpty || !IsVisible(value)) { Malformed("invalid_path"); return; }
-                Path = text;
-                break;
-            default:
-                // RFC 9113 §8.3: unknown pseudo-headers (and ":status" in a request) make it malformed.
-                Malformed("unknown_pseudo_header");
-                return;
+            if (Method is not null || !IsToken(value)) { Malformed("invalid_method"); return; }
+            Method = KnownHeaderStrings.GetValue(value);
+        }
+        else if (name.SequenceEqual(":scheme"u8))
+        {
+            if (Scheme is not null || value.IsEmpty) { Malformed("invalid_scheme"); return; }
+            Scheme = KnownHeaderStrings.GetValue(value);
+        }
+        else if (name.SequenceEqual(":authority"u8))
+        {
+            if (Authority is not null || !IsVisible(value)) { Malformed("invalid_authority"); return; }
+            Authority = _previousAuthority = Reuse(_previousAuthority, value);
+        }
+        else if (name.SequenceEqual(":path"u8))
+        {
+            // RFC 9113 §8.3.1: ":path" MUST NOT be empty for http/https; no spaces or controls either.
+            if (Path is not null || value.IsEmpty || !IsVisible(value)) { Malformed("invalid_path"); return; }
+            Path = _previousPath = Reuse(_previousPath, value);
+        }
+        else
+        {
+            // RFC 9113 §8.3: unknown pseudo-headers (and ":status" in a request) make it malformed.
+            Malformed("unknown_pseudo_header");
         }
     }
+
+    /// <summary>
+    /// A regular field's value: interned when common, else the string the previous request block had
+    /// at the same position for the same name when the octets are equal (clients send the same fields
+    /// in the same order on every request of a connection), else a new string.
+    /// </summary>
+    private string GetRegularValue(string name, ReadOnlySpan<byte> value)
+    {
+        var known = KnownHeaderStrings.FindValue(value);
+        if (known is not null)
+        {
+            return known;
+        }
+        int position = Fields.Count;
+        if (!_isTrailers && position < _previousFields.Count)
+        {
+            var previous = _previousFields[position];
+            if (ReferenceEquals(previous.Key, name) && KnownHeaderStrings.EqualsLatin1(previous.Value, value))
+            {
+                return previous.Value;
+            }
+        }
+        return Encoding.Latin1.GetString(value);
+    }
+
+    private static string Reuse(string? previous, ReadOnlySpan<byte> value) =>
+        previous is not null && KnownHeaderStrings.EqualsLatin1(previous, value) ? previous : Encoding.Latin1.GetString(value);
 
     /// <summary>Checks the pseudo-header set once the block ended (RFC 9113 §8.3.1, §8.5 for CONNECT).</summary>
     public void ValidateRequestComplete()

@@ -32,6 +32,43 @@ public class HpackEncoderTests
         Assert.Equal(headers, Decode(decoder, second));
     }
 
+    [Fact]
+    public void EncodeHeader_SameNameNewValue_UsesNewestDynamicNameAndStaysInSync()
+    {
+        var encoder = new HpackEncoder();
+        var decoder = new HpackDecoder();
+        // Not in the static table: the second and third values reuse the dynamic name entry.
+        (string, string)[] first = [("x-id", "a"), ("x-id", "bb"), ("x-other", "a")];
+        (string, string)[] second = [("x-id", "bb"), ("x-id", "a"), ("x-id", "ccc"), ("x-other", "a")];
+
+        Assert.Equal(first, Decode(decoder, Encode(encoder, first)));
+        byte[] block = Encode(encoder, second);
+        Assert.Equal(second, Decode(decoder, block));
+        Assert.Equal(DynamicTable(decoder), DynamicTable(encoder));
+        // Three indexed fields (one octet each) plus one literal with an indexed name and a 3-octet value.
+        Assert.True(block.Length <= 3 + 1 + 1 + 3, $"block is {block.Length} octets");
+    }
+
+    [Fact]
+    public void EncodeHeader_SensitiveFieldAlreadyInDynamicTable_NotSentAsIndexed()
+    {
+        var encoder = new HpackEncoder();
+        var decoder = new HpackDecoder();
+        // Indexed once by a caller that did not mark it sensitive, then sent as sensitive: the value must
+        // still go out as a never-indexed literal (RFC 7541 §7.1.3), only its name may be indexed.
+        Decode(decoder, Encode(encoder, [("x-token", "secret")]));
+        var output = new System.Buffers.ArrayBufferWriter<byte>();
+        encoder.BeginHeaderBlock(output);
+        encoder.EncodeHeader(output, "x-token", "secret", neverIndex: true);
+        byte[] block = output.WrittenSpan.ToArray();
+
+        Assert.Equal(0x10, block[0] & 0xF0); // §6.2.3 never indexed
+        // Name index 62 (dynamic 1) in a 4-bit prefix (RFC 7541 §5.1): 15, then 62 - 15.
+        Assert.Equal(0x0F, block[0] & 0x0F);
+        Assert.Equal(62 - 15, block[1]);
+        Assert.Equal([("x-token", "secret")], Decode(decoder, block));
+    }
+
     [Theory]
     [InlineData("authorization", "Bearer secret")]
     [InlineData("proxy-authorization", "Basic Zm9vOmJhcg==")]

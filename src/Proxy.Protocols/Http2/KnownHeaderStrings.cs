@@ -1,0 +1,99 @@
+using System.Text;
+
+namespace Proxy.Protocols.Http2;
+
+/// <summary>
+/// Interned strings for well-known field names and common values, looked up from the decoded octets,
+/// so a request header block does not allocate a new string for "content-type" or "application/grpc"
+/// on every request.
+/// </summary>
+// Stateless: immutable static tables, shared by every connection.
+internal static class KnownHeaderStrings
+{
+    // The RFC 7541 Appendix A static table names plus what gRPC, browsers and proxies send on most requests.
+    private static readonly string[][] s_namesByLength = GroupByLength(
+    [
+        "accept-charset", "accept-encoding", "accept-language", "accept-ranges", "accept",
+        "access-control-allow-origin", "age", "allow", "authorization", "cache-control", "content-disposition",
+        "content-encoding", "content-language", "content-length", "content-location", "content-range",
+        "content-type", "cookie", "date", "etag", "expect", "expires", "from", "host", "if-match",
+        "if-modified-since", "if-none-match", "if-range", "if-unmodified-since", "last-modified", "link",
+        "location", "max-forwards", "proxy-authenticate", "proxy-authorization", "range", "referer", "refresh",
+        "retry-after", "server", "set-cookie", "strict-transport-security", "transfer-encoding", "user-agent",
+        "vary", "via", "www-authenticate",
+        "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "grpc-message-type", "grpc-status",
+        "grpc-message", "origin", "pragma", "priority", "traceparent", "tracestate", "x-forwarded-for",
+        "x-forwarded-proto", "x-forwarded-host", "x-request-id", "sec-fetch-dest", "sec-fetch-mode",
+        "sec-fetch-site", "upgrade-insecure-requests",
+    ]);
+
+    private static readonly string[][] s_valuesByLength = GroupByLength(
+    [
+        "GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH", "CONNECT",
+        "http", "https", "/", "trailers", "application/grpc", "application/grpc+proto", "application/json",
+        "identity", "gzip", "deflate", "identity,gzip,deflate", "gzip, deflate", "gzip, deflate, br",
+        "gzip, deflate, br, zstd", "*/*", "no-cache", "0", "1",
+    ]);
+
+    /// <summary>The interned name for these octets, or null when the name is not a known one.</summary>
+    public static string? FindName(ReadOnlySpan<byte> name) => Find(s_namesByLength, name);
+
+    /// <summary>The interned value for these octets, or null when the value is not a common one.</summary>
+    public static string? FindValue(ReadOnlySpan<byte> value) => Find(s_valuesByLength, value);
+
+    /// <summary>The name as a string: interned when known, else a new string (the caller checked it is ASCII).</summary>
+    public static string GetName(ReadOnlySpan<byte> name) => FindName(name) ?? Encoding.ASCII.GetString(name);
+
+    /// <summary>The value as a string: interned when common, else a new ISO-8859-1 string.</summary>
+    public static string GetValue(ReadOnlySpan<byte> value) => FindValue(value) ?? Encoding.Latin1.GetString(value);
+
+    /// <summary>True when <paramref name="text"/> is exactly these octets read as ISO-8859-1.</summary>
+    public static bool EqualsLatin1(string text, ReadOnlySpan<byte> octets)
+    {
+        if (text.Length != octets.Length)
+        {
+            return false;
+        }
+        if (Ascii.Equals(octets, text))
+        {
+            return true;
+        }
+        // Non-ASCII octets: Latin-1 maps each octet to the char of the same value.
+        for (int i = 0; i < octets.Length; i++)
+        {
+            if (text[i] != octets[i])
+            {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static string? Find(string[][] byLength, ReadOnlySpan<byte> octets)
+    {
+        if (octets.Length >= byLength.Length)
+        {
+            return null;
+        }
+        foreach (var candidate in byLength[octets.Length])
+        {
+            // Cheap first-octet check before the vectorised comparison.
+            if (candidate[0] == octets[0] && Ascii.Equals(octets, candidate))
+            {
+                return candidate;
+            }
+        }
+        return null;
+    }
+
+    private static string[][] GroupByLength(string[] strings)
+    {
+        int maxLength = strings.Max(s => s.Length);
+        var groups = new string[maxLength + 1][];
+        for (int length = 0; length <= maxLength; length++)
+        {
+            groups[length] = strings.Where(s => s.Length == length).ToArray();
+        }
+        return groups;
+    }
+}
