@@ -121,6 +121,34 @@ public sealed partial class HpackEncoder
 
     private void EncodeHeaderCore(IBufferWriter<byte> output, string name, string value, bool neverIndex)
     {
+        int written;
+
+        // 1. A full match in the static table, then in the dynamic table: RFC 7541 §6.1 indexed field.
+        // NOTE: looked up before validating the strings: every entry is lowercase ISO-8859-1 (the static table by
+        // definition, dynamic entries were validated when added), so an exact match is valid as it stands and the
+        // steady state (every field already indexed) skips the character checks.
+        int staticIndex = StaticTable.Find(name, value, out bool staticValueMatched);
+        if (staticValueMatched)
+        {
+            written = IntegerCodec.Encode(staticIndex, 7, 0x80, output.GetSpan(IntegerCodec.MaxEncodedLength));
+            output.Advance(written);
+            return;
+        }
+
+        // One scan of the dynamic table gives both the full match and the newest name match.
+        bool sensitive = neverIndex || IsSensitive(name);
+        int dynamicNameIndex = 0;
+        if (!sensitive || staticIndex == 0)
+        {
+            int dynamicIndex = _table.Find(name, sensitive ? null : value, out dynamicNameIndex);
+            if (dynamicIndex != 0)
+            {
+                written = IntegerCodec.Encode(StaticTable.Count + dynamicIndex, 7, 0x80, output.GetSpan(IntegerCodec.MaxEncodedLength));
+                output.Advance(written);
+                return;
+            }
+        }
+
         if (name.AsSpan().ContainsAnyExceptInRange('\0', '\u00FF') || value.AsSpan().ContainsAnyExceptInRange('\0', '\u00FF'))
         {
             throw new ArgumentException($"Header '{name}' has a character that does not fit in one octet.");
@@ -130,34 +158,12 @@ public sealed partial class HpackEncoder
         {
             // RFC 9113 §8.2.1: uppercase field names make the message malformed. Callers should pass
             // lowercase names (this allocates), but a stray one must not break the connection.
-            name = name.ToLowerInvariant();
-        }
-
-        Span<byte> span = output.GetSpan(LiteralOverhead + name.Length + value.Length);
-        int written;
-
-        // 1. A full match in the static table, then in the dynamic table: RFC 7541 §6.1 indexed field.
-        int staticIndex = StaticTable.Find(name, value, out bool staticValueMatched);
-        bool sensitive = neverIndex || IsSensitive(name);
-        if (staticValueMatched)
-        {
-            written = IntegerCodec.Encode(staticIndex, 7, 0x80, span);
-            output.Advance(written);
+            // The lookups above used the uppercase name, so start again with the lowercase one.
+            EncodeHeaderCore(output, name.ToLowerInvariant(), value, neverIndex);
             return;
         }
 
-        // One scan of the dynamic table gives both the full match and the newest name match.
-        int dynamicNameIndex = 0;
-        if (!sensitive || staticIndex == 0)
-        {
-            int dynamicIndex = _table.Find(name, sensitive ? null : value, out dynamicNameIndex);
-            if (dynamicIndex != 0)
-            {
-                written = IntegerCodec.Encode(StaticTable.Count + dynamicIndex, 7, 0x80, span);
-                output.Advance(written);
-                return;
-            }
-        }
+        Span<byte> span = output.GetSpan(LiteralOverhead + name.Length + value.Length);
 
         // 2. The name by index when either table has it (static first: smaller, never evicted).
         int nameIndex = staticIndex;

@@ -18,7 +18,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     private readonly RequestBodyReader _requestBodyReader;
     private readonly ResponseBodyWriter _responseBodyWriter;
 
-    public Http2Stream(Http2Connection connection, IHttpRequestHandler handler, int streamId, Http2Options options, int initialReceiveWindow)
+    public Http2Stream(Http2Connection connection, IHttpRequestHandler handler, int streamId, int initialReceiveWindow)
     {
         _connection = connection;
         _handler = handler;

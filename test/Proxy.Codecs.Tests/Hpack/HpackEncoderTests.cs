@@ -157,6 +157,28 @@ public class HpackEncoderTests
     }
 
     [Fact]
+    public void EncodeHeader_UppercaseNameOfIndexedField_SentAsIndexedLowercase()
+    {
+        var encoder = new HpackEncoder();
+        var decoder = new HpackDecoder();
+        Decode(decoder, Encode(encoder, [("x-custom", "1")]));
+
+        byte[] block = Encode(encoder, [("X-Custom", "1")]);
+
+        Assert.Equal([0x80 | 62], block); // RFC 7541 §6.1: dynamic index 1
+        Assert.Equal([("x-custom", "1")], Decode(decoder, block));
+    }
+
+    [Fact]
+    public void EncodeHeader_CharacterAboveFF_WithIndexedName_Throws()
+    {
+        var encoder = new HpackEncoder();
+        Encode(encoder, [("x-name", "a")]);
+        Assert.Throws<ArgumentException>(() => encoder.EncodeHeader(new ArrayBufferWriter<byte>(), "x-name", "\u20ac"));
+        Assert.Throws<ArgumentException>(() => encoder.EncodeHeader(new ArrayBufferWriter<byte>(), "content-type", "\u20ac"));
+    }
+
+    [Fact]
     public void EncodeHeader_CharacterAboveFF_Throws()
     {
         var encoder = new HpackEncoder();
