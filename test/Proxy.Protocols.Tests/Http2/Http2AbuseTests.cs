@@ -125,7 +125,7 @@ public class Http2AbuseTests
             pings.AddRange(new byte[] { 0, 0, 8, 6, 0, 0, 0, 0, 0 });
             pings.AddRange(BitConverter.GetBytes((long)i));
         }
-        await peer.SendBytesAsync(pings.ToArray()).WaitAsync(TimeSpan.FromSeconds(5));
+        await peer.SendBytesAsync(pings.ToArray()).WaitAsync(TimeSpan.FromSeconds(20));
 
         Http2TestFrame frame;
         do
@@ -191,11 +191,13 @@ public class Http2AbuseTests
     /// <summary>Waits (bounded, no sleep) until the engine armed <paramref name="expected"/> timers.</summary>
     internal static async Task WaitForArmedTimerAsync(FakeTimeProvider time, int expected = 1)
     {
-        var deadline = DateTime.UtcNow + TimeSpan.FromSeconds(5);
+        // A hang guard, not a speed claim; Delay(1) rather than Yield so the poll does not starve the
+        // connection's own loops on a loaded 2-core machine.
+        var deadline = DateTime.UtcNow + TimeSpan.FromSeconds(20);
         while (time.ActiveTimerCount != expected)
         {
             Assert.True(DateTime.UtcNow < deadline, $"Expected {expected} armed timers, found {time.ActiveTimerCount}.");
-            await Task.Yield();
+            await Task.Delay(1);
         }
     }
 }

@@ -140,7 +140,7 @@ public class Http2FlowControlTests
 
         // 10 data bytes + 1 pad-length byte + 89 padding = 100: exactly the window.
         await peer.SendPaddedDataAsync(1, new byte[10], 89, endStream: false);
-        Assert.Equal(10, await bodyRead.Task.WaitAsync(TimeSpan.FromSeconds(5)));
+        Assert.Equal(10, await bodyRead.Task.WaitAsync(TimeSpan.FromSeconds(20)));
 
         // The 90 bytes of padding are credited back at once (the app never reads them).
         var update = await peer.ReceiveFrameAsync();
@@ -292,7 +292,7 @@ public class Http2FlowControlTests
         }
         await peer.SendDataAsync(3, new byte[16 * 1024], endStream: false);
         await peer.SendDataAsync(3, new byte[16 * 1024], endStream: false);
-        await consumed.Task.WaitAsync(TimeSpan.FromSeconds(5));
+        await consumed.Task.WaitAsync(TimeSpan.FromSeconds(20));
 
         // RFC 9113 §6.9: the connection window is now 0; what stream 3 consumed must come back, or every stream stalls.
         var credited = 0;
@@ -322,7 +322,7 @@ public class Http2FlowControlTests
         }, options);
         await peer.HandshakeAsync();
         await peer.SendRequestHeadersAsync(1, "POST", "/", endStream: false);
-        await completed.Task.WaitAsync(TimeSpan.FromSeconds(5));
+        await completed.Task.WaitAsync(TimeSpan.FromSeconds(20));
 
         // The abandoned bytes are dropped and their connection credit comes back; the connection carries on.
         for (var i = 0; i < 3; i++)

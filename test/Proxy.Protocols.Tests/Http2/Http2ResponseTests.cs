@@ -296,7 +296,7 @@ public class Http2ResponseHeaderValidationTests
         await peer.HandshakeAsync();
         await peer.SendRequestHeadersAsync(1, path: "/bad");
 
-        Assert.IsType<InvalidOperationException>(await appError.Task.WaitAsync(TimeSpan.FromSeconds(5)));
+        Assert.IsType<InvalidOperationException>(await appError.Task.WaitAsync(TimeSpan.FromSeconds(20)));
         var failed = await peer.ReadResponseAsync(1);
         Assert.Equal("500", failed.Status);
         Assert.Null(failed.Headers["x-bad"]);

@@ -35,7 +35,7 @@ public class Http2ShutdownTests
         var response = await peer.ReadResponseAsync(1);
         Assert.Equal("bye", response.BodyText);
         await peer.ExpectConnectionClosedAsync();
-        await shutdown.WaitAsync(TimeSpan.FromSeconds(5));
+        await shutdown.WaitAsync(TimeSpan.FromSeconds(20));
     }
 
     [Fact]
@@ -55,7 +55,7 @@ public class Http2ShutdownTests
 
         Assert.Equal("ok", (await peer.ReadResponseAsync(1)).BodyText);
         await peer.ExpectGoAwayAndCloseAsync(Http2ErrorCode.NoError);
-        await peer.ProcessTask.WaitAsync(TimeSpan.FromSeconds(5));
+        await peer.ProcessTask.WaitAsync(TimeSpan.FromSeconds(20));
     }
 
     [Fact]
@@ -71,12 +71,12 @@ public class Http2ShutdownTests
         });
         await peer.HandshakeAsync();
         await peer.SendRequestHeadersAsync(1);
-        await started.Task.WaitAsync(TimeSpan.FromSeconds(5));
+        await started.Task.WaitAsync(TimeSpan.FromSeconds(20));
 
         await peer.CloseOutputAsync();
 
-        await aborted.Task.WaitAsync(TimeSpan.FromSeconds(5));
-        await peer.ProcessTask.WaitAsync(TimeSpan.FromSeconds(5));
+        await aborted.Task.WaitAsync(TimeSpan.FromSeconds(20));
+        await peer.ProcessTask.WaitAsync(TimeSpan.FromSeconds(20));
     }
 
     [Fact]
@@ -88,6 +88,6 @@ public class Http2ShutdownTests
         peer.Connection.Abort();
 
         await peer.ExpectConnectionClosedAsync();
-        await peer.ProcessTask.WaitAsync(TimeSpan.FromSeconds(5));
+        await peer.ProcessTask.WaitAsync(TimeSpan.FromSeconds(20));
     }
 }

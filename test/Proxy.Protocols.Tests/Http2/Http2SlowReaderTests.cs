@@ -14,7 +14,7 @@ namespace Proxy.Protocols.Tests.Http2;
 /// </summary>
 public class Http2SlowReaderTests
 {
-    private static readonly TimeSpan Bounded = TimeSpan.FromSeconds(5);
+    private static readonly TimeSpan Bounded = TimeSpan.FromSeconds(20); // a hang guard, not a speed claim
 
     /// <summary>Handshake with windows so large the server's writer is only ever held back by the transport.</summary>
     private static async Task HandshakeWithHugeWindowsAsync(Http2TestPeer peer)

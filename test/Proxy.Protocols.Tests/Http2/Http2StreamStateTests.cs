@@ -329,8 +329,8 @@ public class Http2StreamStateTests
 
         await peer.SendRstStreamAsync(1, Http2ErrorCode.Cancel);
 
-        await aborted.Task.WaitAsync(TimeSpan.FromSeconds(5));
-        Assert.True(await writesAfterReset.Task.WaitAsync(TimeSpan.FromSeconds(5)));
+        await aborted.Task.WaitAsync(TimeSpan.FromSeconds(20));
+        Assert.True(await writesAfterReset.Task.WaitAsync(TimeSpan.FromSeconds(20)));
         await peer.SendPingAsync(11);
         // No frame for stream 1 may follow the reset.
         Assert.Equal(11UL, (await peer.ExpectPingAsync(ack: true)).OpaqueData);
@@ -399,7 +399,7 @@ public class Http2StreamStateTests
 
         await peer.SendHeadersAsync(1, [new("x-checksum", "42")], endStream: true);
 
-        var (text, trailer) = await seen.Task.WaitAsync(TimeSpan.FromSeconds(5));
+        var (text, trailer) = await seen.Task.WaitAsync(TimeSpan.FromSeconds(20));
         Assert.Equal("abc", text);
         Assert.Equal("42", trailer);
     }

@@ -41,7 +41,7 @@ public sealed class Http2TestPeer : IAsyncDisposable
     /// <summary>Completes when the server's ProcessAsync returned (in-memory peers only).</summary>
     public Task ProcessTask => _processTask ?? throw new InvalidOperationException("This peer talks to a remote server over a socket.");
 
-    public TimeSpan ReceiveTimeout { get; set; } = TimeSpan.FromSeconds(5);
+    public TimeSpan ReceiveTimeout { get; set; } = TimeSpan.FromSeconds(20); // turns a hang into a failure on a loaded 2-core CI machine
 
     /// <summary>Largest frame the peer accepts (what it advertises as SETTINGS_MAX_FRAME_SIZE; 16,384 by default).</summary>
     public int MaxFrameSize { get; set; } = 16_384;
@@ -493,7 +493,7 @@ public sealed class Http2TestPeer : IAsyncDisposable
 
         try
         {
-            await ProcessTask.WaitAsync(TimeSpan.FromSeconds(5));
+            await ProcessTask.WaitAsync(TimeSpan.FromSeconds(20));
         }
         catch (TimeoutException)
         {
