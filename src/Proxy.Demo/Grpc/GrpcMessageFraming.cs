@@ -88,7 +88,13 @@ public static class GrpcMessageFraming
         BinaryPrimitives.WriteUInt32BigEndian(span[1..], (uint)size);
         message.WriteTo(span.Slice(GrpcProtocol.MessageHeaderSize, size));
         writer.Advance(GrpcProtocol.MessageHeaderSize + size);
-        await writer.FlushAsync(cancellationToken);
+        var result = await writer.FlushAsync(cancellationToken);
+        if (result.IsCompleted || result.IsCanceled)
+        {
+            // The client is gone (stream reset or connection closed): end the call instead of writing
+            // into a sink that drops everything.
+            throw new OperationCanceledException("The client is no longer reading this call.");
+        }
     }
 
     /// <summary>Frames one message into a byte array (for raw clients in tests).</summary>

@@ -284,7 +284,11 @@ internal sealed partial class Http2Stream
             // A reset stream takes no more output: report completion instead of queueing bytes nobody will send.
             if (OutputClosed)
             {
-                return new ValueTask<FlushResult>(Ended);
+                // NOTE: like any PipeWriter, a cancelled token wins over a result: a streaming handler that
+                // passes RequestAborted but ignores IsCompleted must end here, not spin on completed flushes.
+                return cancellationToken.IsCancellationRequested
+                    ? ValueTask.FromCanceled<FlushResult>(cancellationToken)
+                    : new ValueTask<FlushResult>(Ended);
             }
             _stream.StartResponseCore();
             // Publish the bytes first, then signal: the writer loop must find them when it looks.

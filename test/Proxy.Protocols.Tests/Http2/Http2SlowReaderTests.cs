@@ -70,6 +70,39 @@ public class Http2SlowReaderTests
     }
 
     [Fact]
+    public async Task RST_STREAM_HandlerIgnoringFlushResultButPassingRequestAborted_EndsWithCancellation()
+    {
+        // A streaming handler that never looks at FlushResult.IsCompleted (a common gRPC server-streaming
+        // loop) must still end once the client resets: FlushAsync honours the cancelled RequestAborted
+        // token, as any PipeWriter does. Before the fix it spun at 100% CPU on completed flushes.
+        var writing = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var handlerEnded = new TaskCompletionSource<Exception?>(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            try
+            {
+                var chunk = new byte[512];
+                while (true)
+                {
+                    await exchange.ResponseBody.WriteAsync(chunk, exchange.RequestAborted);
+                    writing.TrySetResult();
+                }
+            }
+            catch (Exception ex)
+            {
+                handlerEnded.SetResult(ex);
+            }
+        });
+        await HandshakeWithHugeWindowsAsync(peer);
+        await peer.SendRequestHeadersAsync(1);
+        await writing.Task.WaitAsync(Bounded);
+
+        await peer.SendRstStreamAsync(1, Http2ErrorCode.Cancel);
+
+        Assert.IsAssignableFrom<OperationCanceledException>(await handlerEnded.Task.WaitAsync(Bounded));
+    }
+
+    [Fact]
     public async Task WriteTimeout_PeerStopsReading_ConnectionAbortedAndHandlerReleased()
     {
         var time = new FakeTimeProvider();
