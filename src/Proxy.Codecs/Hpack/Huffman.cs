@@ -1,3 +1,5 @@
+using System.Numerics;
+
 namespace Proxy.Codecs.Hpack;
 
 /// <summary>
@@ -105,41 +107,41 @@ internal static class Huffman
     internal static int GetCodeLength(int symbol) => Lengths[symbol];
 
     /// <summary>Length in octets of the Huffman encoding of <paramref name="source"/> (chars must be at most 0xFF).</summary>
-    public static int GetEncodedLength(ReadOnlySpan<char> source)
-    {
-        ReadOnlySpan<byte> lengths = Lengths;
-        long bits = 0;
-        foreach (char c in source)
-        {
-            bits += lengths[(byte)c];
-        }
+    public static int GetEncodedLength(ReadOnlySpan<char> source) => GetEncodedLengthCore(source);
 
-        return (int)((bits + 7) >> 3);
-    }
-
-    public static int GetEncodedLength(ReadOnlySpan<byte> source)
-    {
-        ReadOnlySpan<byte> lengths = Lengths;
-        long bits = 0;
-        foreach (byte b in source)
-        {
-            bits += lengths[b];
-        }
-
-        return (int)((bits + 7) >> 3);
-    }
+    public static int GetEncodedLength(ReadOnlySpan<byte> source) => GetEncodedLengthCore(source);
 
     /// <summary>Encodes chars (each at most 0xFF, one octet) into <paramref name="destination"/>; returns octets written.</summary>
-    public static int Encode(ReadOnlySpan<char> source, Span<byte> destination)
+    public static int Encode(ReadOnlySpan<char> source, Span<byte> destination) => EncodeCore(source, destination);
+
+    public static int Encode(ReadOnlySpan<byte> source, Span<byte> destination) => EncodeCore(source, destination);
+
+    // NOTE: one body for chars (header strings, one octet each) and bytes; the JIT specialises the
+    // generic per value type, so the char path costs the same as a hand-written copy.
+    private static int GetEncodedLengthCore<T>(ReadOnlySpan<T> source)
+        where T : struct, IBinaryInteger<T>
+    {
+        ReadOnlySpan<byte> lengths = Lengths;
+        long bits = 0;
+        foreach (T symbol in source)
+        {
+            bits += lengths[byte.CreateTruncating(symbol)];
+        }
+
+        return (int)((bits + 7) >> 3);
+    }
+
+    private static int EncodeCore<T>(ReadOnlySpan<T> source, Span<byte> destination)
+        where T : struct, IBinaryInteger<T>
     {
         ReadOnlySpan<byte> lengths = Lengths;
         uint[] codes = s_codes;
         ulong pending = 0; // right-aligned: the low `bits` bits are not yet written
         int bits = 0;
         int written = 0;
-        foreach (char c in source)
+        foreach (T value in source)
         {
-            int symbol = (byte)c;
+            int symbol = byte.CreateTruncating(value);
             int length = lengths[symbol];
             pending = (pending << length) | codes[symbol];
             bits += length;
@@ -153,33 +155,6 @@ internal static class Huffman
         if (bits > 0)
         {
             // RFC 7541 §5.2: pad with the most significant bits of EOS (all ones).
-            destination[written++] = (byte)((pending << (8 - bits)) | (0xFFu >> bits));
-        }
-
-        return written;
-    }
-
-    public static int Encode(ReadOnlySpan<byte> source, Span<byte> destination)
-    {
-        ReadOnlySpan<byte> lengths = Lengths;
-        uint[] codes = s_codes;
-        ulong pending = 0;
-        int bits = 0;
-        int written = 0;
-        foreach (byte symbol in source)
-        {
-            int length = lengths[symbol];
-            pending = (pending << length) | codes[symbol];
-            bits += length;
-            while (bits >= 8)
-            {
-                bits -= 8;
-                destination[written++] = (byte)(pending >> bits);
-            }
-        }
-
-        if (bits > 0)
-        {
             destination[written++] = (byte)((pending << (8 - bits)) | (0xFFu >> bits));
         }
 
