@@ -1,3 +1,4 @@
+using Proxy.Forwarding.Forwarder;
 using Microsoft.AspNetCore.Routing.Patterns;
 using Proxy.Forwarding.Health;
 using Proxy.Forwarding.Transforms;
@@ -100,7 +101,7 @@ internal static class ConfigValidator
         for (var i = 0; i < (match.Methods?.Count ?? 0); i++)
         {
             var method = match.Methods![i];
-            if (string.IsNullOrEmpty(method) || !method.All(IsTokenChar))
+            if (!HttpSyntax.IsToken(method))
             {
                 errors.Add($"{path}:Match:Methods:{i}: '{method}' is not a valid HTTP method.");
             }
@@ -276,10 +277,6 @@ internal static class ConfigValidator
             errors.Add($"{path}: must be positive.");
         }
     }
-
-    // RFC 9110 §5.6.2 tchar.
-    private static bool IsTokenChar(char c) =>
-        char.IsAsciiLetterOrDigit(c) || "!#$%&'*+-.^_`|~".Contains(c);
 }
 
 /// <summary>Thrown when a configuration snapshot is invalid; the message lists every problem with its key.</summary>

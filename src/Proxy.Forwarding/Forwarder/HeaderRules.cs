@@ -59,9 +59,21 @@ internal static class HeaderRules
         // once stripped it); other codings are not ours to accept for the backend.
         if (headers.TryGetValue("TE", out var te) && listed?.Contains("TE") != true)
         {
+            // Every gRPC call sends "TE: trailers": check the list without splitting it into strings.
+            var found = false;
             foreach (var value in te)
             {
-                if (value?.Split(',', StringSplitOptions.TrimEntries).Any(t => t.Equals("trailers", StringComparison.OrdinalIgnoreCase)) == true)
+                var span = value.AsSpan();
+                foreach (var range in span.Split(','))
+                {
+                    if (span[range].Trim().Equals("trailers", StringComparison.OrdinalIgnoreCase))
+                    {
+                        found = true;
+                        break;
+                    }
+                }
+
+                if (found)
                 {
                     proxyRequest.Headers.TryAddWithoutValidation("TE", "trailers");
                     break;

@@ -16,24 +16,21 @@ internal static class RequestValidator
     public static string? FindMalformation(HttpContext context)
     {
         var request = context.Request;
-        if (!IsToken(request.Method))
+        if (!HttpSyntax.IsToken(request.Method))
         {
             return "invalid method";
         }
 
         // The raw target, not the decoded Path: "/a%20b" is fine, "/a b" is not (RFC 9112 §3.2).
         var target = context.Features.Get<IHttpRequestFeature>()?.RawTarget ?? (request.Path + request.QueryString).ToString();
-        foreach (var c in target)
+        if (target.AsSpan().IndexOfAnyExceptInRange('!', '~') >= 0)
         {
-            if (c <= ' ' || c >= '\x7f')
-            {
-                return "invalid character in the request target";
-            }
+            return "invalid character in the request target";
         }
 
         foreach (var (name, values) in request.Headers)
         {
-            if (name.Length == 0 || (name[0] != ':' && !IsToken(name)))
+            if (name.Length == 0 || (name[0] != ':' && !HttpSyntax.IsToken(name)))
             {
                 return "invalid header name";
             }
@@ -62,25 +59,4 @@ internal static class RequestValidator
     }
 
     private static bool IsWhitespace(char c) => c is ' ' or '\t';
-
-    /// <summary>token = 1*tchar (RFC 9110 §5.6.2).</summary>
-    private static bool IsToken(string text)
-    {
-        if (text.Length == 0)
-        {
-            return false;
-        }
-
-        foreach (var c in text)
-        {
-            var ok = c is >= 'a' and <= 'z' or >= 'A' and <= 'Z' or >= '0' and <= '9'
-                || c is '!' or '#' or '$' or '%' or '&' or '\'' or '*' or '+' or '-' or '.' or '^' or '_' or '`' or '|' or '~';
-            if (!ok)
-            {
-                return false;
-            }
-        }
-
-        return true;
-    }
 }

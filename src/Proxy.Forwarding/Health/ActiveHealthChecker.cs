@@ -1,3 +1,4 @@
+using System.Runtime.CompilerServices;
 using Microsoft.Extensions.Hosting;
 using Microsoft.Extensions.Logging;
 using Proxy.Forwarding.BackendPools;
@@ -20,7 +21,9 @@ internal sealed class ActiveHealthChecker(ProxyStateManager manager, ILogger<Act
     public const int DefaultThreshold = 2;
     public const string ThresholdMetadataKey = "ConsecutiveFailuresHealthPolicy.Threshold";
 
-    private readonly Dictionary<ClusterState, long> _nextProbe = [];
+    // Keyed weakly: a reload replaces changed ClusterStates, and the old ones (with their handlers) must not
+    // stay reachable from here.
+    private readonly ConditionalWeakTable<ClusterState, StrongBox<long>> _nextProbe = new();
 
     protected override async Task ExecuteAsync(CancellationToken stoppingToken)
     {
@@ -44,13 +47,14 @@ internal sealed class ActiveHealthChecker(ProxyStateManager manager, ILogger<Act
                         continue;
                     }
 
-                    if (_nextProbe.TryGetValue(cluster, out var due) && now < due)
+                    var due = _nextProbe.GetOrCreateValue(cluster);
+                    if (due.Value != 0 && now < due.Value)
                     {
                         continue;
                     }
 
                     var interval = active.Interval ?? DefaultInterval;
-                    _nextProbe[cluster] = now + (long)(interval.TotalSeconds * time.TimestampFrequency);
+                    due.Value = now + (long)(interval.TotalSeconds * time.TimestampFrequency);
                     await ProbeClusterAsync(cluster, stoppingToken).ConfigureAwait(false);
                 }
             }
