@@ -44,7 +44,6 @@ internal sealed partial class Http1Exchange
     /// <summary>True when the response ended short of its declared Content-Length (the connection must close).</summary>
     public bool ResponseIncomplete { get; private set; }
 
-    public bool IsCompleted => _completeTask is not null;
 
     public override async ValueTask StartResponseAsync(CancellationToken cancellationToken = default)
     {
@@ -88,13 +87,18 @@ internal sealed partial class Http1Exchange
         if (_mode == BodyMode.Chunked)
         {
             // RFC 9112 §7.1: last-chunk, then the trailer section and the final CRLF.
-            var sb = new StringBuilder("0\r\n");
-            if (SupportsTrailers)
+            if (SupportsTrailers && ResponseTrailers.Count > 0)
             {
+                var sb = new StringBuilder("0\r\n");
                 AppendFields(sb, ResponseTrailers, skipFraming: true);
+                sb.Append("\r\n");
+                WriteLatin1(sb.ToString());
             }
-            sb.Append("\r\n");
-            WriteLatin1(sb.ToString());
+            else
+            {
+                // The common case: no trailers, a constant last-chunk (no builder, no string).
+                _connection.Output.Write("0\r\n\r\n"u8);
+            }
         }
         else if (_mode == BodyMode.ContentLength && _written < _declaredLength)
         {

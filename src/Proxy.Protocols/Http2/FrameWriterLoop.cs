@@ -510,6 +510,10 @@ internal sealed class FrameWriterLoop
     /// </summary>
     private void WriteFlushedOutputBeforeReset(Http2Stream stream)
     {
+        if (_dropStreamOutput)
+        {
+            return; // closing: no HEADERS or DATA go out any more, only the RST_STREAM
+        }
         if (!stream.HeadersSent)
         {
             if (stream.SubmittedHeaders is not { } headers)

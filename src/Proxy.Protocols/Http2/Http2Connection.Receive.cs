@@ -228,10 +228,7 @@ public sealed partial class Http2Connection
         // CVE-2019-9518: empty DATA frames without END_STREAM cost us work and carry nothing.
         if (frame.Data.IsEmpty && !frame.EndStream)
         {
-            if (++_consecutiveEmptyFrames > _options.MaxConsecutiveEmptyFrames)
-            {
-                throw new Http2ConnectionException("Too many empty DATA frames.", Http2ErrorCode.EnhanceYourCalm, "empty_frame_flood");
-            }
+            CountEmptyFrame();
         }
         else
         {

@@ -305,8 +305,6 @@ public sealed partial class Http2Connection
         }
     }
 
-    private bool IsTimeoutSet(TimeoutKind kind) => _deadlines[(int)kind] != NoDeadline;
-
     /// <summary>Arms the timer for the earliest deadline (or disarms it).</summary>
     private void ArmTimer()
     {

@@ -232,7 +232,6 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
 
     private void OnRequestBodyAbandoned()
     {
-        _requestBodyAbandoned = true;
         var left = Interlocked.Exchange(ref _bufferedBodyBytes, 0);
         if (left > 0)
         {

@@ -57,17 +57,6 @@ internal sealed class ServerConnection(ConnectionContext context) : IDisposable
         }
     }
 
-    public bool IsShutdownRequested
-    {
-        get
-        {
-            lock (_lock)
-            {
-                return _shutdownRequested;
-            }
-        }
-    }
-
     public void Abort()
     {
         try
