@@ -55,6 +55,9 @@ public sealed class Http1Connection
 
     internal Http1ParserLimits Limits { get; }
 
+    /// <summary>How much unread request body may be skipped to reach the next request.</summary>
+    internal long MaxRequestBodyDrainSize => _options.MaxRequestBodyDrainSize;
+
     internal PipeReader Input => _transport.Input;
 
     internal PipeWriter Output => _transport.Output;
@@ -271,7 +274,7 @@ public sealed class Http1Connection
         Arm(TimeoutKind.Drain);
         try
         {
-            return await exchange.Body.DrainAsync(_options.MaxRequestBodyDrainSize).ConfigureAwait(false);
+            return await exchange.Body.DrainAsync().ConfigureAwait(false);
         }
         finally
         {

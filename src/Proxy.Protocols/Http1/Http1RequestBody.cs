@@ -32,7 +32,7 @@ internal sealed class Http1RequestBody : PipeReader
     private long _remaining;
     private Task? _pump;
     private volatile bool _discard;
-    private long _discardBudget;
+    private long _discardBudget; // the pump's: set at construction, spent only by the pump
     private bool _appCompleted;
 
     public Http1RequestBody(Http1Connection connection, Http1Exchange exchange, in Http1RequestHead head, IHttp1FieldSink trailerSink)
@@ -42,6 +42,9 @@ internal sealed class Http1RequestBody : PipeReader
         _framing = head.Framing;
         _remaining = head.Framing == Http1BodyFraming.ContentLength ? head.ContentLength : 0;
         _chunked = new Http1ChunkedDecoder(connection.Limits);
+        // Set once here: afterwards only the pump touches the budget (it may already be discarding
+        // when the app completes the body early).
+        _discardBudget = connection.MaxRequestBodyDrainSize;
         _trailerSink = trailerSink;
         if (_framing == Http1BodyFraming.None)
         {
@@ -111,17 +114,16 @@ internal sealed class Http1RequestBody : PipeReader
 
     /// <summary>
     /// Called by the connection once the app is done: stops handing bytes to the app and reads
-    /// the rest of the body off the wire, at most <paramref name="maxDrainBytes"/>. True when the
+    /// the rest of the body off the wire, at most the connection's MaxRequestBodyDrainSize. True when the
     /// connection is positioned at the next request.
     /// </summary>
-    public async Task<bool> DrainAsync(long maxDrainBytes)
+    public async Task<bool> DrainAsync()
     {
         if (!_appCompleted)
         {
             Complete();
         }
-        _discardBudget = maxDrainBytes;
-        if (_framing == Http1BodyFraming.ContentLength && _remaining > maxDrainBytes)
+        if (_framing == Http1BodyFraming.ContentLength && _remaining > _connection.MaxRequestBodyDrainSize)
         {
             // Known to be too large to skip: close instead of reading it.
             return false;
