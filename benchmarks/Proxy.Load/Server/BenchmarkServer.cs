@@ -130,6 +130,10 @@ public sealed class BenchmarkServer : IAsyncDisposable
         builder.WebHost.UseKestrel(kestrel =>
         {
             kestrel.AddServerHeader = false;
+            // Behind a TLS-terminating proxy the forwarded :scheme is https on a cleartext h2c connection
+            // (HAProxy and nghttpx pass the client's scheme through). Kestrel resets such streams with
+            // PROTOCOL_ERROR unless told otherwise; our server accepts any scheme.
+            kestrel.AllowAlternateSchemes = true;
             kestrel.Listen(address, options.HttpPort, listen => { listen.Protocols = KestrelProtocols.Http1; http = listen; });
             if (options.H2cPort is { } h2cPort)
             {

@@ -33,6 +33,9 @@ if (options.Server == "kestrel")
     {
         k.AddServerHeader = false;
         k.Limits.MaxRequestBodySize = null;
+        // As a backend behind a TLS-terminating proxy: accept the forwarded :scheme https over h2c (see
+        // benchmarks/Proxy.Load/Server/BenchmarkServer.cs).
+        k.AllowAlternateSchemes = true;
         if (options.H1 != 0)
         {
             k.Listen(IPAddress.Loopback, options.H1, l => l.Protocols = Microsoft.AspNetCore.Server.Kestrel.Core.HttpProtocols.Http1);

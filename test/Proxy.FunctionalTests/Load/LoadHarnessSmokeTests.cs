@@ -1,7 +1,9 @@
+using System.Net;
 using System.Text.Json;
 using Proxy.FunctionalTests.Hosting;
 using Proxy.Load;
 using Proxy.Load.Server;
+using Proxy.Testing.Http2;
 
 namespace Proxy.FunctionalTests.Load;
 
@@ -121,6 +123,34 @@ public sealed class LoadHarnessSmokeTests(LoadBackendFixture backend) : IClassFi
             Assert.Equal(0, sse.GetProperty("lost").GetInt64());
             Assert.Equal(0, sse.GetProperty("reconnects").GetInt64());
         }
+    }
+
+    /// <summary>
+    /// What HAProxy and nghttpx send the backend for a client that came over TLS: an h2c request with
+    /// <c>:scheme https</c>. Kestrel resets it (PROTOCOL_ERROR) unless AllowAlternateSchemes is set, which
+    /// made every gRPC-over-TLS run through those proxies fail.
+    /// </summary>
+    [Theory]
+    [InlineData(ServerKind.Kestrel)]
+    [InlineData(ServerKind.ProxyServer)]
+    public async Task H2cRequest_ForwardedHttpsScheme_Answered(ServerKind kind)
+    {
+        var h2c = backend[kind].H2cAddress!;
+        await using var peer = await Http2TestPeer.ConnectAsync(new IPEndPoint(IPAddress.Loopback, h2c.Port));
+        await peer.HandshakeAsync();
+        List<KeyValuePair<string, string>> headers =
+        [
+            new(":method", "GET"),
+            new(":scheme", "https"),
+            new(":authority", $"127.0.0.1:{h2c.Port}"),
+            new(":path", "/size/10"),
+        ];
+
+        await peer.SendHeadersAsync(1, headers, endStream: true);
+        var response = await peer.ReadResponseAsync(1);
+
+        Assert.Equal("200", response.Status);
+        Assert.Equal("xxxxxxxxxx", response.BodyText);
     }
 
     [Fact]
