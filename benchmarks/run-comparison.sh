@@ -304,21 +304,25 @@ rec = {"target": t, "scenario": name, "protocol": proto, "clients": int(c), "str
        "client": "Proxy.Load", "cpu_s": round(cpu_s, 2), "rss_mb": round(a[1] / 1024.0, 1), "threads": a[2]}
 if r is None:
     text = open(out, errors="replace").read().strip().splitlines()
-    rec.update({"rps": 0.0, "mbps": 0.0, "requests": 0, "succeeded": 0, "failed": None, "non2xx": 0,
+    rec.update({"rps": 0.0, "mbps": 0.0, "requests": 0, "succeeded": 0, "failed": None, "non2xx": 0, "bad": None,
                 "latency_ms": {k: None for k in ("mean", "p50", "p90", "p99", "max")}, "cpu_us_per_req": None,
                 "error": " ".join(text[-3:])[:300]})
 else:
+    # Proxy.Load: "requests" are good completions only; "errors" counts every failure, bad responses
+    # (wrong status, grpc-status, framing) included; SSE adds lost events and reconnects.
     n = r.get("requests") or 0
+    errors = r.get("errors") or 0
     sse = r.get("sse") or {}
     rec.update({"rps": r.get("rps", 0.0), "mbps": round((r.get("bytesRead") or 0) / 1e6 / max(r.get("durationSeconds") or 1, 1e-9), 2),
-                "requests": n, "succeeded": n - (r.get("errors") or 0),
-                "failed": (r.get("errors") or 0) + (sse.get("lost") or 0) + (sse.get("reconnects") or 0),
-                "non2xx": r.get("badResponses") or 0, "latency_ms": r.get("latencyMs"),
-                "cpu_us_per_req": round(cpu_s * 1e6 / n, 1) if n else None})
+                "requests": n, "succeeded": n, "failed": errors, "non2xx": r.get("badResponses") or 0,
+                "bad": errors + (sse.get("lost") or 0) + (sse.get("reconnects") or 0),
+                "latency_ms": r.get("latencyMs"), "cpu_us_per_req": round(cpu_s * 1e6 / n, 1) if n else None})
     if sse:
         rec["sse"] = sse
     if r.get("firstError"):
         rec["first_error"] = r["firstError"]
+    if n == 0:
+        rec["error"] = ("no request completed in the measured window; first error: " + (r.get("firstError") or "none"))[:300]
 print(json.dumps(rec))
 PY
     local last; last=$(tail -1 "$RAW")
@@ -356,22 +360,36 @@ def pct(p):
     return round(lats[min(len(lats) - 1, int(p / 100.0 * len(lats)))], 3) if lats else None
 b = [int(x) for x in before.split()]; a = [int(x) for x in after.split()]
 cpu_s = (a[0] - b[0]) / float(tck)
-done = int(reqs.group(3)) if reqs else 0
-ok = int(reqs.group(4)) if reqs else 0
-# h2load counts status codes over warm-up too, requests only in the measured window: clamp at 0.
-bad = max(0, done - int(codes.group(1))) if codes else done
+counts = [int(x) for x in reqs.groups()] if reqs else [0] * 7
+done, ok, timeout = counts[2], counts[3], counts[6]
+n2xx, n3xx, n4xx, n5xx = [int(x) for x in codes.groups()] if codes else [0] * 4
+# Bad = requests of the measured window that did not end in a 2xx. h2load (1.52, -D mode) counts a request as
+# "done" when its stream closes in the window and as "succeeded" when it also closed cleanly with a 2xx or 3xx;
+# its "failed" is done - succeeded (4xx, 5xx, resets; "errored" is part of it). Requests still in flight when
+# a connection timed out are in "timeout", not in "done". 3xx are not expected from any endpoint here, so they
+# are bad too. The status-code counts are not used for the total: h2load counts a status when the response
+# headers arrive in the window, so a response whose headers came in the warm-up and whose end in the window is
+# done but in no status count, and one still in flight at the end is the reverse: done - 2xx is off by up to
+# the number of requests in flight either way (negative, or dozens of phantom bad responses on the 100 KB
+# scenarios; clamping it at 0 hid real failures). succeeded <= done always, so bad is never negative.
+bad = (done - ok) + min(n3xx, ok) + timeout
 rec = {
     "target": t, "scenario": name, "protocol": proto, "clients": int(c), "streams": int(m), "flags": extra,
     "client": "h2load", "rps": rps, "mbps": round(mbps, 2), "requests": done, "succeeded": ok,
-    "failed": int(reqs.group(5)) + int(reqs.group(6)) + int(reqs.group(7)) if reqs else None,
-    "non2xx": bad,
+    "failed": done - ok, "non2xx": n3xx + n4xx + n5xx, "bad": bad,
+    "h2load": {"total": counts[0], "started": counts[1], "done": done, "succeeded": ok, "failed": counts[4],
+               "errored": counts[5], "timeout": timeout, "2xx": n2xx, "3xx": n3xx, "4xx": n4xx, "5xx": n5xx},
     "latency_ms": {"mean": round(sum(lats) / len(lats), 3) if lats else None, "p50": pct(50), "p90": pct(90),
                    "p99": pct(99), "max": round(lats[-1], 3) if lats else None},
     "cpu_s": round(cpu_s, 2), "cpu_us_per_req": round(cpu_s * 1e6 / done, 1) if done else None,
     "rss_mb": round(a[1] / 1024.0, 1), "threads": a[2],
 }
 if not reqs or done == 0:
-    rec["error"] = " ".join(text.strip().splitlines()[-3:])[:300]
+    # The counters and whatever h2load said went wrong (its last lines are only the empty timing table).
+    lines = text.strip().splitlines()
+    said = [l for l in lines if l.startswith(("requests:", "status codes:")) or
+            any(w in l.lower() for w in ("error", "fail", "refused", "reset", "timed out", "could not"))]
+    rec["error"] = " / ".join(dict.fromkeys(l.strip() for l in (said or lines[-3:])))[:300]
 print(json.dumps(rec))
 PY
   local last; last=$(tail -1 "$RAW")
@@ -409,6 +427,9 @@ for t in $TARGETS; do
   sleep 1
   for line in "${todo[@]}"; do run_scenario "$t" "$line"; done
   stop_group "$TARGET_PGID"
+  # A fresh backend for every proxy target: whatever one target's runs leave behind in it (streams a proxy
+  # never reset, a wedged handler) must not show up as zeros in the next target's rows.
+  if [[ -n "$BACKEND_PGID" ]]; then stop_group "$BACKEND_PGID"; BACKEND_PGID=""; fi
 done
 
 # ---- report -----------------------------------------------------------------------------------------------
@@ -425,6 +446,10 @@ skipped = [json.loads(l) for l in open(skips) if l.strip()]
 json.dump({"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine, "versions": versions,
            "duration_s": int(dur), "warmup_s": int(warm), "quick": quick == "1", "results": rows, "skipped": skipped},
           open(js, "w"), indent=1)
+def bad(r):
+    # "bad" since the counting was fixed; rows written before it summed failed + non2xx.
+    return r["bad"] if "bad" in r else (r.get("failed") or 0) + (r.get("non2xx") or 0)
+skip_of = {(s["target"], s["scenario"]): s["reason"] for s in skipped}
 roles = [("Server role: the same app on our server vs Kestrel", "server-ours", ["server-ours", "server-kestrel"]),
          ("Proxy role: in front of the same Kestrel backend", "proxy-ours",
           ["proxy-ours", "proxy-yarp", "nginx", "haproxy", "h2o", "nghttpx"]),
@@ -457,12 +482,15 @@ for title, ours, targets in roles:
         for t in present:
             r = by.get((t, s))
             if r is None:
-                cells.append("-")
+                # Skipped on purpose (the reason is under "Not measured"), or not run at all.
+                cells.append("skipped" if (t, s) in skip_of else "-")
                 continue
             cm = f'{r["clients"]}x{r["streams"]}' + (" " + r["flags"] if r["flags"] else "")
             v = f'{r["rps"]:,.0f}'
-            if r.get("failed") or r.get("non2xx"):
-                v += f' ({(r.get("failed") or 0) + (r.get("non2xx") or 0)} bad)'
+            if r.get("error"):
+                v += " (failed)"
+            elif bad(r):
+                v += f' ({bad(r)} bad)'
             if base and base["rps"] and t != ours:
                 v += f' ({r["rps"] / base["rps"]:.2f}x)'
             cells.append(v)
@@ -475,21 +503,20 @@ for title, ours, targets in roles:
             if r is None:
                 continue
             l = r["latency_ms"]
-            bad = (r.get("failed") or 0) + (r.get("non2xx") or 0)
-            out.append(f'| {t} | {s} | {r["rps"]:,.0f} | {r["mbps"]} | {l["mean"]} | {l["p50"]} | {l["p90"]} | {l["p99"]} | {l["max"]} | {bad} | {r["cpu_s"]} | {r["cpu_us_per_req"]} | {r["rss_mb"]} | {r["threads"]} |')
+            out.append(f'| {t} | {s} | {r["rps"]:,.0f} | {r["mbps"]} | {l["mean"]} | {l["p50"]} | {l["p90"]} | {l["p99"]} | {l["max"]} | {bad(r)} | {r["cpu_s"]} | {r["cpu_us_per_req"]} | {r["rss_mb"]} | {r["threads"]} |')
     out.append("")
 errs = [r for r in rows if r.get("error")]
 if errs or skipped:
     out += ["## Not measured", ""]
     for r in errs:
-        out.append(f'- {r["target"]} / {r["scenario"]}: h2load failed: `{r["error"]}`')
-    seen = set()
+        out.append(f'- {r["target"]} / {r["scenario"]}: {r["client"]} completed no request: `{r["error"]}`')
+    # One line per target and reason, naming the scenarios it covers.
+    grouped = {}
     for s in skipped:
-        key = (s["target"], s["reason"])
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(f'- {s["target"]}: {s["reason"]}')
+        grouped.setdefault((s["target"], s["reason"]), []).append(s["scenario"])
+    for (t, reason), names in grouped.items():
+        names = [n for n in names if n]
+        out.append(f'- {t}' + (f' ({", ".join(names)})' if names else "") + f': skipped, {reason}')
     out.append("")
 open(md, "w").write("\n".join(out))
 print("\n".join(l for l in out if not l.startswith(("| target", "|---|---|---:|---:")) and not (l.startswith("| ") and l.count("|") > 10)))
