@@ -434,17 +434,27 @@ done
 
 # ---- report -----------------------------------------------------------------------------------------------
 mkdir -p "$RESULTS"
-STAMP=$(date +%Y-%m-%d)
-MD="$RESULTS/$STAMP-comparison.md" JSON="$RESULTS/$STAMP-comparison.json"
+# <date>-<HHMM>-comparison for a full run; a run narrowed by --only or --scenarios adds -partial, --quick adds
+# -quick: no run overwrites another, and a partial or quick one is never mistaken for a full run.
+STAMP=$(date +%Y-%m-%d-%H%M)
+KIND=full SELECTION=""
+if [[ -n "$ONLY" || -n "$SCENARIOS" ]]; then
+  KIND=partial SELECTION="${ONLY:+--only $ONLY}${ONLY:+${SCENARIOS:+ }}${SCENARIOS:+--scenarios $SCENARIOS}"
+fi
+[[ $QUICK == 1 ]] && KIND=quick
+SUFFIX=""; [[ $KIND != full ]] && SUFFIX="-$KIND"
+MD="$RESULTS/$STAMP-comparison$SUFFIX.md" JSON="$RESULTS/$STAMP-comparison$SUFFIX.json"
 MACHINE="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 VERSIONS="$(dotnet --version 2>/dev/null | head -1) (.NET SDK); $(nginx -v 2>&1 | head -1); $(haproxy -v 2>/dev/null | head -1 | cut -d' ' -f1-3); $(h2o -v 2>/dev/null | head -1); $(nghttpx -v 2>/dev/null | head -1); $(h2load --version 2>/dev/null | head -1)"
-python3 - "$RAW" "$SKIPS" "$MD" "$JSON" "$MACHINE" "$VERSIONS" "$DURATION" "$WARMUP" "$QUICK" <<'PY'
+python3 - "$RAW" "$SKIPS" "$MD" "$JSON" "$MACHINE" "$VERSIONS" "$DURATION" "$WARMUP" "$KIND" "$SELECTION" <<'PY'
 import json, sys, datetime
-raw, skips, md, js, machine, versions, dur, warm, quick = sys.argv[1:]
+raw, skips, md, js, machine, versions, dur, warm, kind, selection = sys.argv[1:]
+quick = "1" if kind == "quick" else "0"
 rows = [json.loads(l) for l in open(raw) if l.strip()]
 skipped = [json.loads(l) for l in open(skips) if l.strip()]
 json.dump({"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine, "versions": versions,
-           "duration_s": int(dur), "warmup_s": int(warm), "quick": quick == "1", "results": rows, "skipped": skipped},
+           "duration_s": int(dur), "warmup_s": int(warm), "kind": kind, "selection": selection, "quick": quick == "1",
+           "results": rows, "skipped": skipped},
           open(js, "w"), indent=1)
 def bad(r):
     # "bad" since the counting was fixed; rows written before it summed failed + non2xx.
@@ -465,6 +475,8 @@ out = [f"# Comparison run {datetime.date.today()}", "",
        "not the client) over the run. Ratio = target RPS / our RPS (above 1: the peer is faster).", ""]
 if quick == "1":
     out += ["**Quick run** (short durations, few scenarios): a format check, not a measurement.", ""]
+elif kind == "partial":
+    out += [f"**Partial run** (`{selection}`): only the selected targets and scenarios.", ""]
 for title, ours, targets in roles:
     present = [t for t in targets if any(k[0] == t for k in by)]
     if not present:
