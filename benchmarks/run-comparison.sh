@@ -79,6 +79,7 @@ for tool in h2load openssl python3 curl dotnet; do
   need "$tool" || { echo "missing $tool (see benchmarks/README.md, Prerequisites)" >&2; exit 2; }
 done
 
+STARTED=$(date +%s); STAMP=$(date -d "@$STARTED" +%Y-%m-%d-%H%M)   # the results file is named after the start of the run
 WORK=$(mktemp -d /tmp/proxy-comparison.XXXXXX)
 STARTED_GROUPS=()   # process-group ids we started (each target runs under setsid)
 cleanup() {
@@ -434,9 +435,8 @@ done
 
 # ---- report -----------------------------------------------------------------------------------------------
 mkdir -p "$RESULTS"
-# <date>-<HHMM>-comparison for a full run; a run narrowed by --only or --scenarios adds -partial, --quick adds
+# <date>-<HHMM>-comparison (start time) for a full run; a run narrowed by --only or --scenarios adds -partial, --quick adds
 # -quick: no run overwrites another, and a partial or quick one is never mistaken for a full run.
-STAMP=$(date +%Y-%m-%d-%H%M)
 KIND=full SELECTION=""
 if [[ -n "$ONLY" || -n "$SCENARIOS" ]]; then
   KIND=partial SELECTION="${ONLY:+--only $ONLY}${ONLY:+${SCENARIOS:+ }}${SCENARIOS:+--scenarios $SCENARIOS}"
@@ -444,6 +444,10 @@ fi
 [[ $QUICK == 1 ]] && KIND=quick
 SUFFIX=""; [[ $KIND != full ]] && SUFFIX="-$KIND"
 MD="$RESULTS/$STAMP-comparison$SUFFIX.md" JSON="$RESULTS/$STAMP-comparison$SUFFIX.json"
+if [[ -e "$MD" || -e "$JSON" ]]; then   # two runs started in the same minute: add the seconds
+  STAMP=$STAMP$(date -d "@$STARTED" +%S)
+  MD="$RESULTS/$STAMP-comparison$SUFFIX.md" JSON="$RESULTS/$STAMP-comparison$SUFFIX.json"
+fi
 MACHINE="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 VERSIONS="$(dotnet --version 2>/dev/null | head -1) (.NET SDK); $(nginx -v 2>&1 | head -1); $(haproxy -v 2>/dev/null | head -1 | cut -d' ' -f1-3); $(h2o -v 2>/dev/null | head -1); $(nghttpx -v 2>/dev/null | head -1); $(h2load --version 2>/dev/null | head -1)"
 python3 - "$RAW" "$SKIPS" "$MD" "$JSON" "$MACHINE" "$VERSIONS" "$DURATION" "$WARMUP" "$KIND" "$SELECTION" <<'PY'
@@ -474,7 +478,8 @@ out = [f"# Comparison run {datetime.date.today()}", "",
        "from h2load's per-request log; CPU is user+system time of every process of the target (not the backend, "
        "not the client) over the run. Ratio = target RPS / our RPS (above 1: the peer is faster).", ""]
 if quick == "1":
-    out += ["**Quick run** (short durations, few scenarios): a format check, not a measurement.", ""]
+    out += ["**Quick run** (short durations, few scenarios" + (f"; `{selection}`" if selection else "")
+            + "): a format check, not a measurement.", ""]
 elif kind == "partial":
     out += [f"**Partial run** (`{selection}`): only the selected targets and scenarios.", ""]
 for title, ours, targets in roles:
@@ -531,6 +536,7 @@ if errs or skipped:
         out.append(f'- {t}' + (f' ({", ".join(names)})' if names else "") + f': skipped, {reason}')
     out.append("")
 open(md, "w").write("\n".join(out))
-print("\n".join(l for l in out if not l.startswith(("| target", "|---|---|---:|---:")) and not (l.startswith("| ") and l.count("|") > 10)))
+# On the console, the RPS tables only (the detail tables have 15 columns; the RPS ones at most 9).
+print("\n".join(l for l in out if l.count("|") <= 10))
 PY
 log "wrote $MD and $JSON"
