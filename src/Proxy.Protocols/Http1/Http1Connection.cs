@@ -220,8 +220,9 @@ public sealed class Http1Connection
         Exception? failure = null;
         try
         {
-            // IHttpRequestHandler contract: never on the connection loop.
-            await Task.Run(() => _handler.HandleAsync(exchange)).ConfigureAwait(false);
+            // HTTP/1.1 has one exchange at a time, so the app runs on the connection loop itself
+            // (the disconnect monitor above is already waiting on the input).
+            await _handler.HandleAsync(exchange).ConfigureAwait(false);
         }
         catch (Exception ex)
         {
