@@ -3,7 +3,7 @@
 # against it with the same client, stops it, and writes benchmarks/results/<date>-comparison.{md,json}.
 # See benchmarks/README.md for prerequisites, targets and fairness notes.
 #
-#   benchmarks/run-comparison.sh [--quick] [--only T1,T2] [--scenarios S1,S2] [--duration SEC] [--no-build]
+#   benchmarks/run-comparison.sh [--quick] [--only T1,T2] [--scenarios S1,S2] [--duration SEC] [--prime SEC] [--no-build]
 #
 # Targets: server-ours server-kestrel (the same app on our server / on Kestrel); proxy-ours proxy-yarp nginx
 # haproxy h2o nghttpx (in front of the Kestrel backend); static-ours static-kestrel static-nginx (10 MB file).
@@ -13,13 +13,14 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PEERS="$ROOT/benchmarks/peers"
 RESULTS="$ROOT/benchmarks/results"
 
-QUICK=0 ONLY="" SCENARIOS="" DURATION="" BUILD=1
+QUICK=0 ONLY="" SCENARIOS="" DURATION="" PRIME="" BUILD=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) QUICK=1; shift ;;
     --only) ONLY="$2"; shift 2 ;;
     --scenarios) SCENARIOS="$2"; shift 2 ;;
     --duration) DURATION="$2"; shift 2 ;;
+    --prime) PRIME="$2"; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -31,6 +32,11 @@ H1=18080 H2C=18081 TLS=18443 BH1=19001 BH2C=19002
 WARMUP=2
 if [[ -z "$DURATION" ]]; then DURATION=10; [[ $QUICK == 1 ]] && DURATION=3; fi
 [[ $QUICK == 1 ]] && WARMUP=1
+# Priming pass: before its measured runs, every target (and, for proxies, its fresh backend) runs each of its
+# scenarios once for PRIME seconds, results discarded. .NET tiers its code up (tier 0 -> instrumented -> tier 1)
+# only after every hot path has run for a while; a 2 s warm-up per scenario measured tier-0 code for the first
+# scenarios of the .NET targets (our server at 3x Kestrel's cost on gRPC 1x1, at par once warm). 0 disables it.
+if [[ -z "$PRIME" ]]; then PRIME=3; [[ $QUICK == 1 ]] && PRIME=1; fi
 READY_TIMEOUT=30              # seconds a target has to open its ports
 RUN_TIMEOUT=$((DURATION + WARMUP + 30))  # hard cap on one h2load run
 
@@ -431,6 +437,12 @@ for t in $TARGETS; do
   log "target $t"
   if ! start_target "$t"; then skip "$t" "" "$SKIP_REASON"; continue; fi
   sleep 1
+  if (( PRIME > 0 )); then
+    log "priming $t: every scenario for ${PRIME}s, results discarded"
+    saved=("$RAW" "$DURATION" "$WARMUP"); RAW="$WORK/priming.jsonl" DURATION=$PRIME WARMUP=0
+    for line in "${todo[@]}"; do run_scenario "$t" "$line" 2>/dev/null; done
+    RAW=${saved[0]} DURATION=${saved[1]} WARMUP=${saved[2]}
+  fi
   for line in "${todo[@]}"; do run_scenario "$t" "$line"; done
   stop_group "$TARGET_PGID"
   # A fresh backend for every proxy target: whatever one target's runs leave behind in it (streams a proxy
@@ -455,14 +467,14 @@ if [[ -e "$MD" || -e "$JSON" ]]; then   # two runs started in the same minute: a
 fi
 MACHINE="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 VERSIONS="$(dotnet --version 2>/dev/null | head -1) (.NET SDK); $(nginx -v 2>&1 | head -1); $(haproxy -v 2>/dev/null | head -1 | cut -d' ' -f1-3); $(h2o -v 2>/dev/null | head -1); $(nghttpx -v 2>/dev/null | head -1); $(h2load --version 2>/dev/null | head -1)"
-python3 - "$RAW" "$SKIPS" "$MD" "$JSON" "$MACHINE" "$VERSIONS" "$DURATION" "$WARMUP" "$KIND" "$SELECTION" <<'PY'
+python3 - "$RAW" "$SKIPS" "$MD" "$JSON" "$MACHINE" "$VERSIONS" "$DURATION" "$WARMUP" "$KIND" "$SELECTION" "$PRIME" <<'PY'
 import json, sys, datetime
-raw, skips, md, js, machine, versions, dur, warm, kind, selection = sys.argv[1:]
+raw, skips, md, js, machine, versions, dur, warm, kind, selection, prime = sys.argv[1:]
 quick = "1" if kind == "quick" else "0"
 rows = [json.loads(l) for l in open(raw) if l.strip()]
 skipped = [json.loads(l) for l in open(skips) if l.strip()]
 json.dump({"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine, "versions": versions,
-           "duration_s": int(dur), "warmup_s": int(warm), "kind": kind, "selection": selection, "quick": quick == "1",
+           "duration_s": int(dur), "warmup_s": int(warm), "prime_s": int(prime), "kind": kind, "selection": selection, "quick": quick == "1",
            "results": rows, "skipped": skipped},
           open(js, "w"), indent=1)
 def bad(r):
@@ -476,7 +488,8 @@ roles = [("Server role: the same app on our server vs Kestrel", "server-ours", [
 by = {(r["target"], r["scenario"]): r for r in rows}
 out = [f"# Comparison run {datetime.date.today()}", "",
        f"Machine: {machine}. Versions: {versions}.", "",
-       f"Clients: h2load (HTTP and static scenarios), one thread (`-t1`), `-D {dur} --warm-up-time {warm}`; "
+       f"Clients: h2load (HTTP and static scenarios), one thread (`-t1`), `-D {dur} --warm-up-time {warm}`, after a priming "
+       f"pass of {prime} s per scenario per target (results discarded; lets .NET tier its code up); "
        "benchmarks/Proxy.Load `run` (grpc-unary-CxS, grpc-streaming, grpc-server-streaming, sse: Grpc-style closed loops, "
        "SSE events counted as requests, lost events and reconnects counted as bad). Concurrency per scenario as shown "
        "(c = connections, m = streams per connection). RPS is the measured-period rate; latency percentiles come "
