@@ -2,8 +2,8 @@ namespace Proxy.Host;
 
 internal static partial class HostLog
 {
-    [LoggerMessage(1, LogLevel.Information, "Proxy listening on {Addresses}; config: {ConfigFile}")]
-    public static partial void Listening(ILogger logger, string addresses, string configFile);
+    [LoggerMessage(1, LogLevel.Information, "Proxy listening on {Addresses} ({Server}); config: {ConfigFile}")]
+    public static partial void Listening(ILogger logger, string addresses, ProxyHostServer server, string configFile);
 
     [LoggerMessage(2, LogLevel.Information, "Demo backends: SSE on {SseAddress}, gRPC echo (h2c) on {GrpcAddress}")]
     public static partial void DemoStarted(ILogger logger, Uri sseAddress, Uri grpcAddress);

@@ -8,8 +8,9 @@ namespace Proxy.Host;
 
 /// <summary>
 /// The standalone proxy: our server (https://127.0.0.1:8443 with h2 + http/1.1, http://127.0.0.1:8080 with
-/// HTTP/1.1 + h2c), the forwarding library reading <c>ReverseProxy</c> from the bundled proxy.json or from
-/// <c>--config FILE</c>, and the demo backends when <c>Demo:Enabled</c>. Tests build it with port 0 everywhere.
+/// HTTP/1.1 + h2c), or Kestrel with <c>Host:Server=kestrel</c>, the forwarding library reading <c>ReverseProxy</c>
+/// from the bundled proxy.json or from <c>--config FILE</c>, and the demo backends when <c>Demo:Enabled</c>.
+/// Tests build it with port 0 everywhere.
 /// </summary>
 // Owned by its creator (Program or a test): BuildAsync, StartAsync, then DisposeAsync, in that order.
 public sealed class ProxyHostApp : IAsyncDisposable
@@ -20,15 +21,19 @@ public sealed class ProxyHostApp : IAsyncDisposable
     /// <summary>Used when neither --urls, ASPNETCORE_URLS nor a <c>Urls</c> key says otherwise.</summary>
     public static readonly string[] DefaultUrls = ["https://127.0.0.1:8443", "http://127.0.0.1:8080"];
 
-    private ProxyHostApp(WebApplication app, DemoBackends? demo, string configFile)
+    private ProxyHostApp(WebApplication app, ProxyHostServer server, DemoBackends? demo, string configFile)
     {
         App = app;
+        Server = server;
         Demo = demo;
         ConfigFile = configFile;
     }
 
-    /// <summary>The proxy app (on our server).</summary>
+    /// <summary>The proxy app.</summary>
     public WebApplication App { get; }
+
+    /// <summary>The server the proxy app runs on (<c>Host:Server</c>).</summary>
+    public ProxyHostServer Server { get; }
 
     /// <summary>The demo backends, or null when <c>Demo:Enabled</c> is false.</summary>
     public DemoBackends? Demo { get; }
@@ -50,12 +55,15 @@ public sealed class ProxyHostApp : IAsyncDisposable
         var builder = WebApplication.CreateBuilder(new WebApplicationOptions { Args = args });
         var configFile = HostConfiguration.Apply(builder, args);
         HostConfiguration.ConfigureLogging(builder);
-        if (string.IsNullOrEmpty(builder.Configuration[WebHostDefaults.ServerUrlsKey]))
+        var server = HostServer.Read(builder.Configuration);
+        // Kestrel:Endpoints replace the URLs (Kestrel would warn that it overrides the default ones).
+        if (string.IsNullOrEmpty(builder.Configuration[WebHostDefaults.ServerUrlsKey])
+            && !(server == ProxyHostServer.Kestrel && HostServer.HasKestrelEndpoints(builder.Configuration)))
         {
             builder.WebHost.UseUrls(DefaultUrls);
         }
 
-        builder.WebHost.UseProxyServer();
+        HostServer.Use(builder, server);
 
         var demoOptions = builder.Configuration.GetSection("Demo").Get<DemoOptions>() ?? new DemoOptions();
         DemoBackends? demo = null;
@@ -70,7 +78,7 @@ public sealed class ProxyHostApp : IAsyncDisposable
             builder.Services.AddProxyForwarding().LoadFromConfig(builder.Configuration.GetSection(ReverseProxySection));
             var app = builder.Build();
             app.MapProxyForwarding(); // Loads and validates the config: a bad one throws here, before any port is bound.
-            return new ProxyHostApp(app, demo, configFile);
+            return new ProxyHostApp(app, server, demo, configFile);
         }
         catch
         {
@@ -93,9 +101,11 @@ public sealed class ProxyHostApp : IAsyncDisposable
         }
         catch (Exception ex) when (ex is IOException or Microsoft.AspNetCore.Connections.AddressInUseException or System.Net.Sockets.SocketException)
         {
-            var urls = host.App.Configuration[WebHostDefaults.ServerUrlsKey] is { Length: > 0 } configured ? configured : string.Join(";", DefaultUrls);
+            var (where, fix) = host.Server == ProxyHostServer.Kestrel && HostServer.HasKestrelEndpoints(host.App.Configuration)
+                ? ("its Kestrel:Endpoints", "change Kestrel:Endpoints")
+                : (host.App.Configuration[WebHostDefaults.ServerUrlsKey] is { Length: > 0 } configured ? configured : string.Join(";", DefaultUrls), "pass --urls");
             await host.DisposeAsync();
-            throw new HostStartupException($"The proxy could not listen on {urls} ({ex.Message}). Stop what uses the port, or pass --urls.", ex);
+            throw new HostStartupException($"The proxy could not listen on {where} ({ex.Message}). Stop what uses the port, or {fix}.", ex);
         }
         catch
         {
@@ -143,7 +153,7 @@ public sealed class ProxyHostApp : IAsyncDisposable
     {
         var logger = App.Services.GetRequiredService<ILoggerFactory>().CreateLogger("Proxy.Host");
         var addresses = Addresses;
-        HostLog.Listening(logger, string.Join(", ", addresses), ConfigFile);
+        HostLog.Listening(logger, string.Join(", ", addresses), Server, ConfigFile);
         if (Demo is not null)
         {
             HostLog.DemoStarted(logger, Demo.SseAddress, Demo.GrpcAddress);

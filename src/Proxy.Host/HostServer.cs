@@ -1,0 +1,61 @@
+using System.Security.Cryptography.X509Certificates;
+using Microsoft.AspNetCore.Server.Kestrel.Core;
+using Proxy.Server;
+using Proxy.Transport.Certificates;
+
+namespace Proxy.Host;
+
+/// <summary>The HTTP server the proxy runs on (<c>Host:Server</c>).</summary>
+public enum ProxyHostServer
+{
+    /// <summary>Our server (<c>UseProxyServer</c>), options from the <c>ProxyServer</c> section. The default.</summary>
+    Proxy,
+
+    /// <summary>ASP.NET Core's Kestrel, options from the <c>Kestrel</c> section: the setting a YARP user is in.</summary>
+    Kestrel,
+}
+
+/// <summary>Reads <c>Host:Server</c> and puts the proxy on that server.</summary>
+internal static class HostServer
+{
+    /// <summary>The configuration key: <c>proxy</c> (default) or <c>kestrel</c>, any case.</summary>
+    public const string Key = "Host:Server";
+
+    /// <summary>Kestrel's own configuration section (endpoints, certificates, limits).</summary>
+    public const string KestrelSection = "Kestrel";
+
+    /// <summary>Parses <see cref="Key"/>; throws <see cref="HostStartupException"/> naming it for any other value.</summary>
+    public static ProxyHostServer Read(IConfiguration configuration) => configuration[Key]?.Trim().ToLowerInvariant() switch
+    {
+        null or "" or "proxy" => ProxyHostServer.Proxy,
+        "kestrel" => ProxyHostServer.Kestrel,
+        var other => throw new HostStartupException($"{Key} is '{other}': use 'proxy' (our server, the default) or 'kestrel'."),
+    };
+
+    /// <summary>True when Kestrel takes its endpoints from <c>Kestrel:Endpoints</c>, which replace the URLs.</summary>
+    public static bool HasKestrelEndpoints(IConfiguration configuration)
+        => configuration.GetSection($"{KestrelSection}:Endpoints").Exists();
+
+    public static void Use(WebApplicationBuilder builder, ProxyHostServer server)
+    {
+        if (server == ProxyHostServer.Proxy)
+        {
+            builder.WebHost.UseProxyServer();
+            return;
+        }
+
+        // WebApplication.CreateBuilder registered Kestrel already, reading Kestrel:Endpoints, Kestrel:Certificates and
+        // Kestrel:EndpointDefaults. The rest of the section (AddServerHeader, Limits, ...) is bound here, as
+        // UseProxyServer binds ProxyServer.
+        builder.Services.Configure<KestrelServerOptions>(builder.Configuration.GetSection(KestrelSection));
+
+        // https endpoints without a certificate of their own get the one our server would use: the development
+        // certificate (ProxyServer:DevelopmentCertificateDirectory), unless Kestrel:Certificates:Default names one.
+        if (!builder.Configuration.GetSection($"{KestrelSection}:Certificates:Default").Exists())
+        {
+            var directory = builder.Configuration[$"{ProxyServerWebHostBuilderExtensions.ConfigurationSectionName}:{nameof(ProxyServerOptions.DevelopmentCertificateDirectory)}"];
+            var certificate = new Lazy<X509Certificate2>(() => DevelopmentCertificate.GetOrCreate(directory));
+            builder.WebHost.ConfigureKestrel(kestrel => kestrel.ConfigureHttpsDefaults(https => https.ServerCertificate = certificate.Value));
+        }
+    }
+}
