@@ -5,8 +5,9 @@
 #
 #   benchmarks/run-comparison.sh [--quick] [--only T1,T2] [--scenarios S1,S2] [--duration SEC] [--prime SEC] [--no-build]
 #
-# Targets: server-ours server-kestrel (the same app on our server / on Kestrel); proxy-ours proxy-yarp nginx
-# haproxy h2o nghttpx (in front of the Kestrel backend); static-ours static-kestrel static-nginx (10 MB file).
+# Targets: server-ours server-kestrel (the same app on our server / on Kestrel); proxy-ours proxy-ours-kestrel
+# proxy-yarp nginx haproxy h2o nghttpx (in front of the Kestrel backend); static-ours static-kestrel static-nginx
+# (10 MB file).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -40,7 +41,7 @@ if [[ -z "$PRIME" ]]; then PRIME=3; [[ $QUICK == 1 ]] && PRIME=1; fi
 READY_TIMEOUT=30              # seconds a target has to open its ports
 RUN_TIMEOUT=$((DURATION + WARMUP + 30))  # hard cap on one h2load run
 
-ALL_TARGETS="server-ours server-kestrel proxy-ours proxy-yarp nginx haproxy h2o nghttpx static-ours static-kestrel static-nginx"
+ALL_TARGETS="server-ours server-kestrel proxy-ours proxy-ours-kestrel proxy-yarp nginx haproxy h2o nghttpx static-ours static-kestrel static-nginx"
 # Scenario table: name|client|protocol (h1, h1-tls, h2c, h2)|what|body|connections|streams per connection|extra flags
 #   client h2load: what = the path, body = - or a file key (post1k, grpc), extra = h2load flags
 #   client load (benchmarks/Proxy.Load `run`, gRPC and SSE): what = its --scenario, extra = more of its options
@@ -228,10 +229,18 @@ start_target() {
       local server=${t#*-}
       start_group "$t" dotnet "$APP_DLL" --server "$server" --h1 "$H1" --h2c "$H2C" --tls "$TLS" \
         --cert "$WORK/cert.pfx" --static "$WORK/static" ;;
-    proxy-ours)
+    proxy-ours|proxy-ours-kestrel)
+      # The same Proxy.Host and proxy.json; proxy-ours-kestrel runs it on Kestrel (Host:Server=kestrel), as YARP runs.
+      local listen=(--urls "http://127.0.0.1:$H1;http://127.0.0.1:$H2C;https://127.0.0.1:$TLS")
+      if [[ $t == proxy-ours-kestrel ]]; then
+        # Kestrel (.NET 10) speaks h2c only on an HTTP/2-only endpoint: a protocol per port, in Kestrel:Endpoints.
+        listen=(--Host:Server=kestrel
+          --Kestrel:Endpoints:h1:Url="http://127.0.0.1:$H1" --Kestrel:Endpoints:h1:Protocols=Http1
+          --Kestrel:Endpoints:h2c:Url="http://127.0.0.1:$H2C" --Kestrel:Endpoints:h2c:Protocols=Http2
+          --Kestrel:Endpoints:tls:Url="https://127.0.0.1:$TLS")
+      fi
       render "$PEERS/proxy.json" "$WORK/proxy.json"
-      start_group "$t" dotnet "$HOST_DLL" --config "$WORK/proxy.json" \
-        --urls "http://127.0.0.1:$H1;http://127.0.0.1:$H2C;https://127.0.0.1:$TLS" \
+      start_group "$t" dotnet "$HOST_DLL" --config "$WORK/proxy.json" "${listen[@]}" \
         --ProxyServer:DevelopmentCertificateDirectory="$WORK/ourcert" ;;
     proxy-yarp)
       SKIP_REASON="Yarp.ReverseProxy does not restore from the package mirror (System.IO.Hashing missing)"; return 3 ;;
@@ -483,7 +492,7 @@ def bad(r):
 skip_of = {(s["target"], s["scenario"]): s["reason"] for s in skipped}
 roles = [("Server role: the same app on our server vs Kestrel", "server-ours", ["server-ours", "server-kestrel"]),
          ("Proxy role: in front of the same Kestrel backend", "proxy-ours",
-          ["proxy-ours", "proxy-yarp", "nginx", "haproxy", "h2o", "nghttpx"]),
+          ["proxy-ours", "proxy-ours-kestrel", "proxy-yarp", "nginx", "haproxy", "h2o", "nghttpx"]),
          ("Static file (10 MB, h2load -c8 -m1)", "static-ours", ["static-ours", "static-kestrel", "static-nginx"])]
 by = {(r["target"], r["scenario"]): r for r in rows}
 out = [f"# Comparison run {datetime.date.today()}", "",
