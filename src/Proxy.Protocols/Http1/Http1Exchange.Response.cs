@@ -248,7 +248,8 @@ internal sealed partial class Http1Exchange
 
         // Step 2: persistence (RFC 9112 §9.3, §9.6). A body the client held back behind
         // "Expect: 100-continue" that we never asked for cannot be skipped safely: close.
-        var unreadContinue = Head.ExpectContinue && !_continueSent && !(_body?.PumpStarted ?? false);
+        // (A request without a body has nothing held back.)
+        var unreadContinue = Head.ExpectContinue && !_continueSent && _body is { PumpStarted: false };
         var keepAlive = Head.KeepAlive && !appWantsClose && mode != BodyMode.CloseDelimited && !unreadContinue && !_connection.IsAborted;
 
         // Step 3: serialise into one span of the exact size.

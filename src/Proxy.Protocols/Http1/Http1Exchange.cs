@@ -15,6 +15,7 @@ internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
     private readonly CancellationTokenSource _abortedCts = new();
     private readonly TrailerSink _trailerSink;
     private Http1RequestBody? _body;
+    private Http1EmptyRequestBody? _emptyBody;
     private bool _authorityFromTarget;
 
     public Http1Exchange(Http1Connection connection)
@@ -26,9 +27,10 @@ internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
 
     public Http1RequestHead Head { get; private set; }
 
-    public Http1RequestBody Body => _body ?? throw new InvalidOperationException("The request head has not been parsed.");
+    /// <summary>The body reader and its pump; null when the request has no body.</summary>
+    public Http1RequestBody? Body => _body;
 
-    public override PipeReader RequestBody => Body;
+    public override PipeReader RequestBody => _body ?? (PipeReader)(_emptyBody ??= new Http1EmptyRequestBody());
 
     public override CancellationToken RequestAborted => _abortedCts.Token;
 
@@ -40,7 +42,8 @@ internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
         Scheme = Connection.Scheme;
         RequestContentLength = head.ContentLength >= 0 ? head.ContentLength : null;
         RequestHasBody = head.Framing != Http1BodyFraming.None;
-        _body = new Http1RequestBody(_connection, this, head, _trailerSink);
+        // No pipe, no pump for a request without a body: the app reads an empty, completed body.
+        _body = RequestHasBody ? new Http1RequestBody(_connection, this, head, _trailerSink) : null;
     }
 
     void IHttp1RequestSink.OnRequestLine(ReadOnlySpan<byte> method, ReadOnlySpan<byte> target, Http1Version version, Http1TargetForm form)

@@ -423,4 +423,106 @@ public class Http1ConnectionLifecycleTests
         Assert.Equal("x", r.Body);
         Assert.Equal([("X-A", "1"), ("X-B", "2")], r.Trailers);
     }
+
+    [Fact]
+    public async Task NextRequestArrivesWhileHandlerRuns_NotAbortedAndServedInOrder()
+    {
+        var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var firstStarted = new TaskCompletionSource<HttpExchange>(TaskCreationOptions.RunContinuationsAsynchronously);
+        var abortedDuringFirst = true;
+        await using var h = new Http1Harness(async e =>
+        {
+            if (e.RawTarget == "/1")
+            {
+                firstStarted.SetResult(e);
+                await release.Task;
+                abortedDuringFirst = e.RequestAborted.IsCancellationRequested;
+            }
+            e.ResponseHeaders.Add("Content-Length", "2");
+            await e.WriteAsync(e.RawTarget);
+        });
+        await h.SendAsync("GET /1 HTTP/1.1\r\nHost: h\r\n\r\n");
+        await firstStarted.Task.WaitAsync(Guard);
+
+        // The second request lands on the disconnect watch's pending read while /1 is still running.
+        await h.SendAsync("GET /2 HTTP/1.1\r\nHost: h\r\n\r\n");
+        await Task.Delay(50);
+        release.SetResult();
+
+        Assert.Equal("/1", (await h.ReadResponseAsync()).Body);
+        Assert.Equal("/2", (await h.ReadResponseAsync()).Body);
+        Assert.False(abortedDuringFirst);
+        Assert.False(h.Processing.IsCompleted);
+    }
+
+    [Fact]
+    public async Task ClientClosesAfterRequest_HandlerRunning_AbortedAndResponseStillWritten()
+    {
+        var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var aborted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            e.RequestAborted.Register(() => aborted.TrySetResult());
+            await release.Task;
+            e.ResponseHeaders.Add("Content-Length", "2");
+            await e.WriteAsync("ok");
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        h.CloseClient(); // a half-close: the request is complete, then end of input
+
+        await aborted.Task.WaitAsync(Guard);
+        release.SetResult();
+
+        // The output is still open, so the response goes out; then the connection ends.
+        var all = await h.ReadToEndAsync();
+        Assert.StartsWith("HTTP/1.1 200 OK\r\n", all);
+        Assert.EndsWith("\r\n\r\nok", all);
+        await h.Processing.WaitAsync(Guard);
+    }
+
+    [Fact]
+    public async Task Abort_WhileIdleBetweenRequests_ProcessingEnds()
+    {
+        await using var h = new Http1Harness(_ => Task.CompletedTask);
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        Assert.Equal(200, (await h.ReadResponseAsync()).Status);
+        await WaitUntilIdleAsync(h);
+
+        h.Connection.Abort();
+
+        await h.Processing.WaitAsync(Guard);
+        Assert.Equal("", await h.ReadToEndAsync());
+    }
+
+    [Fact]
+    public async Task NoBody_RequestBody_BehavesLikeACompletedPipe()
+    {
+        var checks = new TaskCompletionSource<string>(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            var body = e.RequestBody;
+            var first = await body.ReadAsync();
+            body.AdvanceTo(first.Buffer.End);
+            body.CancelPendingRead();
+            var cancelled = await body.ReadAsync();
+            body.AdvanceTo(cancelled.Buffer.End);
+            var after = await body.ReadAsync();
+            body.AdvanceTo(after.Buffer.End);
+            await body.CompleteAsync();
+            var threw = false;
+            try
+            {
+                await body.ReadAsync();
+            }
+            catch (InvalidOperationException)
+            {
+                threw = true;
+            }
+            checks.SetResult($"{first.IsCompleted} {first.Buffer.Length} {first.IsCanceled}|{cancelled.IsCanceled} {cancelled.IsCompleted}|{after.IsCanceled}|{threw}");
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        Assert.Equal(200, (await h.ReadResponseAsync()).Status);
+        Assert.Equal("True 0 False|True True|False|True", await checks.Task.WaitAsync(Guard));
+    }
 }
