@@ -100,10 +100,14 @@ public sealed class Http1Connection
         try
         {
             var isFirst = true;
+            var exchange = new Http1Exchange(this) { Connection = _meta };
+            _current = exchange;
             while (!_aborted)
             {
-                var exchange = new Http1Exchange(this) { Connection = _meta };
-                _current = exchange;
+                if (!isFirst)
+                {
+                    exchange.Reset();
+                }
 
                 // Step 1: the request head. The first request gets the headers timeout from the
                 // start; later ones idle under the keep-alive timeout until their first byte.
@@ -172,7 +176,6 @@ public sealed class Http1Connection
                 {
                     break;
                 }
-                exchange.DisposeAbortSource();
                 isFirst = false;
             }
         }

@@ -12,6 +12,13 @@ internal sealed class Http1EmptyRequestBody : PipeReader
     private bool _completed;
     private bool _cancelPending;
 
+    /// <summary>Readies the reader for the connection's next request.</summary>
+    public void Reset()
+    {
+        _completed = false;
+        _cancelPending = false;
+    }
+
     public override ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
     {
         if (cancellationToken.IsCancellationRequested)

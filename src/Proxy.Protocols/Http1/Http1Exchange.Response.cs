@@ -45,6 +45,21 @@ internal sealed partial class Http1Exchange
     public bool ResponseIncomplete { get; private set; }
 
 
+    /// <summary>The response side of <see cref="Reset"/>.</summary>
+    private void ResetResponse()
+    {
+        _started = false;
+        _continueSent = false;
+        _mode = BodyMode.NoBody;
+        _declaredLength = -1;
+        _written = 0;
+        _chunkMemory = default;
+        _chunkPrefix = 0;
+        _completeTask = null;
+        KeepAlive = false;
+        ResponseIncomplete = false;
+    }
+
     public override async ValueTask StartResponseAsync(CancellationToken cancellationToken = default)
     {
         WriteHead(finalizing: false);
