@@ -8,11 +8,12 @@ namespace Proxy.Protocols.Http1;
 /// <summary>
 /// Serves HTTP/1.0 and HTTP/1.1 requests one after another on one connection (RFC 9112 §9.3).
 /// Per request: parse the head (under the keep-alive and request-headers timeouts), run the
-/// handler on the thread pool, finish the response, then drain the unread request body (or
-/// close) so the next request starts at a message boundary.
+/// handler on this loop, finish the response, then drain the unread request body (or close) so
+/// the next request starts at a message boundary. One exchange serves every request of the
+/// connection, reset in between (Http1Exchange.Reset).
 ///
 /// Transport ownership: the input is read by this loop while it waits for a head, and by the
-/// request's body pump (Http1RequestBody) while the handler runs; the output is written by the
+/// request's body pump (Http1RequestBody) or the disconnect watch below while the handler runs; the output is written by the
 /// app through the exchange while the handler runs, and by this loop otherwise. The two never
 /// overlap because the loop awaits the handler and the drain before it reads again.
 ///
@@ -354,7 +355,7 @@ public sealed class Http1Connection
     private bool IsStrayCancel(in ReadResult result)
         => result.IsCanceled && !_aborted && _timedOut == (int)TimeoutKind.None && !_inputReadStop;
 
-    /// <summary>Wakes the pending input read (the disconnect monitor) so the loop can take the input back.</summary>
+    /// <summary>Wakes the pending input read (the body pump's disconnect watch, or the connection's InputWatch) so the loop can take the input back.</summary>
     internal void StopPendingInputRead()
     {
         _inputReadStop = true;
