@@ -20,6 +20,14 @@ public static class Program
             await AllocationSampler.RunAsync(concurrency, requests);
             return;
         }
+        if (args.Length > 0 && args[0] == "--alloc-sample-h1")
+        {
+            string stack = args.Length > 1 ? args[1] : "engine";
+            int depth = args.Length > 2 ? int.Parse(args[2], CultureInfo.InvariantCulture) : 1;
+            int requests = args.Length > 3 ? int.Parse(args[3], CultureInfo.InvariantCulture) : 200_000;
+            await AllocationSampler.RunHttp1Async(stack, depth, requests);
+            return;
+        }
 
         var config = DefaultConfig.Instance.AddJob(Job.ShortRun.AsDefault());
         BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).Run(args, config);

@@ -1,5 +1,7 @@
 using System.Diagnostics.Tracing;
+using Proxy.Benchmarks.Http1;
 using Proxy.Benchmarks.Http2;
+using Proxy.Protocols.Http1;
 using Proxy.Protocols.Http2;
 
 namespace Proxy.Benchmarks.Diagnostics;
@@ -10,26 +12,65 @@ namespace Proxy.Benchmarks.Diagnostics;
 /// (one per ~100 KB allocated, naming the type of the object that crossed the threshold), so each type's
 /// share is an estimate proportional to the bytes it allocates. Every thread is sampled.
 /// </summary>
-/// <remarks>Usage: <c>dotnet run -c Release --project benchmarks/Proxy.Benchmarks -- --alloc-sample [concurrency] [requests]</c>.</remarks>
+/// <remarks>Usage: <c>dotnet run -c Release --project benchmarks/Proxy.Benchmarks -- --alloc-sample [concurrency] [requests]</c>
+/// (HTTP/2), or <c>-- --alloc-sample-h1 [engine|aspnetcore] [depth] [requests]</c> (HTTP/1.1).</remarks>
 internal static class AllocationSampler
 {
     public static async Task RunAsync(int concurrency, int requests)
     {
         requests -= requests % concurrency;
         await using var client = await Http2BenchClient.StartAsync(new GrpcUnaryHandler(), new Http2Options());
+        await SampleAsync($"HTTP/2 gRPC unary, concurrency {concurrency}", requests, () => client.RunWaveAsync(concurrency), concurrency);
+    }
+
+    /// <summary>The HTTP/1.1 connection benchmark's keep-alive GETs: <paramref name="stack"/> "engine" or "aspnetcore".</summary>
+    public static async Task RunHttp1Async(string stack, int depth, int requests)
+    {
+        requests -= requests % depth;
+        AspNetCoreHost? host = null;
+        Http1BenchClient client;
+        if (stack == "aspnetcore")
+        {
+            host = await AspNetCoreHost.StartAsync();
+            client = Http1BenchClient.Start(host.ServeHttp1Async, SmallBodyHandler.Body.Length);
+        }
+        else
+        {
+            var handler = new SmallBodyHandler();
+            client = Http1BenchClient.Start(
+                transport => new Http1Connection(transport, new Http1Options(), handler, new() { ConnectionId = "bench" }, TimeProvider.System)
+                    .ProcessAsync(CancellationToken.None),
+                SmallBodyHandler.Body.Length);
+        }
+        try
+        {
+            await SampleAsync($"HTTP/1.1 GET /size/100 ({stack}), depth {depth}", requests, () => client.RunBatchAsync(depth), depth);
+        }
+        finally
+        {
+            await client.DisposeAsync();
+            if (host is not null)
+            {
+                await host.DisposeAsync();
+            }
+        }
+    }
+
+    private static async Task SampleAsync(string what, int requests, Func<ValueTask> batch, int perBatch)
+    {
         // Warm up long enough for tiered compilation to finish: until then tier-0 and ReadyToRun code
         // allocates where tier-1 code does not (boxing in generic span helpers, for one).
         var warmUp = System.Diagnostics.Stopwatch.StartNew();
         while (warmUp.Elapsed < TimeSpan.FromSeconds(3))
         {
-            await client.RunWaveAsync(concurrency);
+            await batch();
         }
 
         using var listener = new AllocationTickListener();
         long before = GC.GetTotalAllocatedBytes(precise: true);
-        for (int done = 0; done < requests; done += concurrency)
+        for (int done = 0; done < requests; done += perBatch)
         {
-            await client.RunWaveAsync(concurrency);
+            await batch();
         }
         long total = GC.GetTotalAllocatedBytes(precise: true) - before;
         await Task.Delay(500); // runtime events reach listeners asynchronously
@@ -37,7 +78,7 @@ internal static class AllocationSampler
 
         var samples = listener.Snapshot();
         long sampled = samples.Sum(s => s.Value);
-        Console.WriteLine($"Concurrency {concurrency}: {requests} requests, {total / (double)requests:F0} B/request allocated (all threads), {samples.Sum(s => s.Count)} samples.");
+        Console.WriteLine($"{what}: {requests} requests, {total / (double)requests:F0} B/request allocated (all threads), {samples.Sum(s => s.Count)} samples.");
         Console.WriteLine($"{"Type (size of the sampled object)",-100} {"~B/request",10} {"share",6}");
         foreach (var (type, bytes, _) in samples.OrderByDescending(s => s.Value).Take(30))
         {

@@ -1,5 +1,6 @@
 using System.Globalization;
 using System.Text;
+using System.Threading.Tasks.Sources;
 using Proxy.Codecs.Http1;
 
 namespace Proxy.Protocols.Http1;
@@ -7,13 +8,20 @@ namespace Proxy.Protocols.Http1;
 /// <summary>
 /// Serves HTTP/1.0 and HTTP/1.1 requests one after another on one connection (RFC 9112 §9.3).
 /// Per request: parse the head (under the keep-alive and request-headers timeouts), run the
-/// handler on the thread pool, finish the response, then drain the unread request body (or
-/// close) so the next request starts at a message boundary.
+/// handler on this loop, finish the response, then drain the unread request body (or close) so
+/// the next request starts at a message boundary. One exchange serves every request of the
+/// connection, reset in between (Http1Exchange.Reset).
 ///
 /// Transport ownership: the input is read by this loop while it waits for a head, and by the
-/// request's body pump (Http1RequestBody) while the handler runs; the output is written by the
+/// request's body pump (Http1RequestBody) or the disconnect watch below while the handler runs; the output is written by the
 /// app through the exchange while the handler runs, and by this loop otherwise. The two never
 /// overlap because the loop awaits the handler and the drain before it reads again.
+///
+/// Disconnect watch for a request without a body: before the handler runs, the loop starts the
+/// read it would make for the next head anyway and only registers a callback on it (<see cref="InputWatch"/>).
+/// If the client closes while the handler runs, the callback fires RequestAborted; otherwise the
+/// read completes when the next request arrives, and the loop takes its result as the first read
+/// of that head. Nothing is cancelled when the app finishes, so no wake-up is on the critical path.
 ///
 /// TODO(http1-upgrade): CONNECT gets 501; Upgrade (h2c, websocket) is ignored as RFC 9110 §7.8
 /// allows, so the request is served as plain HTTP/1.1.
@@ -42,6 +50,7 @@ public sealed class Http1Connection
     private volatile bool _clientGone;
     private volatile bool _inputReadStop;
     private volatile Http1Exchange? _current;
+    private InputWatch? _watch;
 
     public Http1Connection(IDuplexPipe transport, Http1Options options, IHttpRequestHandler handler, ConnectionMetadata meta, TimeProvider time)
     {
@@ -92,23 +101,40 @@ public sealed class Http1Connection
         try
         {
             var isFirst = true;
+            var exchange = new Http1Exchange(this) { Connection = _meta };
+            _current = exchange;
             while (!_aborted)
             {
-                var exchange = new Http1Exchange(this) { Connection = _meta };
-                _current = exchange;
+                if (!isFirst)
+                {
+                    exchange.Reset();
+                }
 
                 // Step 1: the request head. The first request gets the headers timeout from the
                 // start; later ones idle under the keep-alive timeout until their first byte.
+                // NOTE: the reads are awaited here, in the connection's own state machine, rather than
+                // in a helper: an async helper that suspends allocates its box on every request.
                 Arm(isFirst ? TimeoutKind.RequestHeaders : TimeoutKind.KeepAlive);
                 Http1RequestHead head;
+                HeadStatus status;
                 try
                 {
-                    var parsed = await ReadHeadAsync(exchange).ConfigureAwait(false);
-                    if (parsed is null)
+                    while (true)
                     {
-                        break;
+                        var result = _watch is { IsOutstanding: true } watch
+                            ? await watch.TakeAsync().ConfigureAwait(false)
+                            : await Input.ReadAsync().ConfigureAwait(false);
+                        if (IsStrayCancel(result))
+                        {
+                            Input.AdvanceTo(result.Buffer.Start);
+                            continue;
+                        }
+                        status = TryTakeHead(result, exchange, out head);
+                        if (status != HeadStatus.NeedMore)
+                        {
+                            break;
+                        }
                     }
-                    head = parsed.Value;
                 }
                 catch (Http1ParseException ex) when (isFirst && ex.IsUnrecognizedProtocol)
                 {
@@ -127,6 +153,16 @@ public sealed class Http1Connection
                 {
                     Disarm();
                 }
+                if (status == HeadStatus.TimedOut)
+                {
+                    // RFC 9110 §15.5.9: 408 when the client did not finish its request in time.
+                    await WriteErrorResponseAsync(408, "Request headers timeout").ConfigureAwait(false);
+                    break;
+                }
+                if (status == HeadStatus.Closed)
+                {
+                    break;
+                }
                 exchange.OnHeadParsed(head);
 
                 // Step 2: CONNECT needs a tunnel we do not have yet.
@@ -141,7 +177,6 @@ public sealed class Http1Connection
                 {
                     break;
                 }
-                exchange.DisposeAbortSource();
                 isFirst = false;
             }
         }
@@ -153,6 +188,19 @@ public sealed class Http1Connection
         finally
         {
             _current = null;
+            if (_watch is { IsOutstanding: true } watch)
+            {
+                // A read is still pending on the input: end it before completing the reader.
+                StopPendingInputRead();
+                try
+                {
+                    await watch.TakeAsync().ConfigureAwait(false);
+                }
+                catch (Exception)
+                {
+                    // The transport failed: the input is being completed anyway.
+                }
+            }
             lock (_timerLock)
             {
                 _armed = TimeoutKind.None;
@@ -163,65 +211,64 @@ public sealed class Http1Connection
         }
     }
 
-    private async Task<Http1RequestHead?> ReadHeadAsync(Http1Exchange exchange)
+    private enum HeadStatus
     {
-        while (true)
+        NeedMore,
+        Complete,
+        /// <summary>The client closed (between requests or mid-head), or we were aborted: nothing to answer.</summary>
+        Closed,
+        /// <summary>The headers timeout fired with part of a head received: answer 408.</summary>
+        TimedOut,
+    }
+
+    /// <summary>Parses the head from one read of the input and advances the input past what it used.</summary>
+    private HeadStatus TryTakeHead(in ReadResult result, Http1Exchange exchange, out Http1RequestHead head)
+    {
+        var buffer = result.Buffer;
+        if (result.IsCanceled)
         {
-            var result = await ReadInputAsync().ConfigureAwait(false);
-            var buffer = result.Buffer;
-            if (result.IsCanceled)
-            {
-                Input.AdvanceTo(buffer.Start);
-                if (_timedOut == (int)TimeoutKind.RequestHeaders && !buffer.IsEmpty)
-                {
-                    // RFC 9110 §15.5.9: 408 when the client did not finish its request in time.
-                    await WriteErrorResponseAsync(408, "Request headers timeout").ConfigureAwait(false);
-                }
-                return null;
-            }
-            if (!buffer.IsEmpty)
-            {
-                SwitchKeepAliveToHeadersTimeout();
-            }
-            bool complete;
-            Http1RequestHead head;
-            SequencePosition consumed;
-            try
-            {
-                complete = Http1RequestParser.TryParseHead(buffer, exchange, Limits, out head, out consumed);
-            }
-            catch (Http1ParseException)
-            {
-                Input.AdvanceTo(buffer.Start, buffer.End);
-                throw;
-            }
-            if (complete)
-            {
-                Input.AdvanceTo(consumed);
-                return head;
-            }
-            Input.AdvanceTo(buffer.Start, buffer.End);
-            if (result.IsCompleted)
-            {
-                // The client closed, between requests or in the middle of a head: nothing to answer.
-                return null;
-            }
+            Input.AdvanceTo(buffer.Start);
+            head = default;
+            return _timedOut == (int)TimeoutKind.RequestHeaders && !buffer.IsEmpty ? HeadStatus.TimedOut : HeadStatus.Closed;
         }
+        if (!buffer.IsEmpty)
+        {
+            SwitchKeepAliveToHeadersTimeout();
+        }
+        bool complete;
+        SequencePosition consumed;
+        try
+        {
+            complete = Http1RequestParser.TryParseHead(buffer, exchange, Limits, out head, out consumed);
+        }
+        catch (Http1ParseException)
+        {
+            Input.AdvanceTo(buffer.Start, buffer.End);
+            throw;
+        }
+        if (complete)
+        {
+            Input.AdvanceTo(consumed);
+            return HeadStatus.Complete;
+        }
+        Input.AdvanceTo(buffer.Start, buffer.End);
+        return result.IsCompleted ? HeadStatus.Closed : HeadStatus.NeedMore;
     }
 
     /// <summary>Runs the handler and finishes the exchange. False when the connection must close.</summary>
     private async Task<bool> RunExchangeAsync(Http1Exchange exchange)
     {
-        if (!exchange.RequestHasBody)
+        var body = exchange.Body;
+        if (body is null)
         {
-            exchange.Body.StartMonitor();
+            (_watch ??= new InputWatch(this)).Start(exchange);
         }
 
         Exception? failure = null;
         try
         {
             // HTTP/1.1 has one exchange at a time, so the app runs on the connection loop itself
-            // (the disconnect monitor above is already waiting on the input).
+            // (the disconnect watch or the body pump is the only reader of the input meanwhile).
             await _handler.HandleAsync(exchange).ConfigureAwait(false);
         }
         catch (Exception ex)
@@ -230,7 +277,7 @@ public sealed class Http1Connection
         }
 
         // Step 4: finish the response.
-        var bodyError = exchange.Body.FramingError;
+        var bodyError = body?.FramingError;
         try
         {
             if (bodyError is not null && !exchange.HasResponseStarted)
@@ -271,11 +318,17 @@ public sealed class Http1Connection
             return false;
         }
 
+        if (body is null)
+        {
+            // Nothing to skip: the watch's pending read becomes the next head's first read.
+            return true;
+        }
+
         // Step 5: skip what the app left of the request body, within limits.
         Arm(TimeoutKind.Drain);
         try
         {
-            return await exchange.Body.DrainAsync().ConfigureAwait(false);
+            return await body.DrainAsync().ConfigureAwait(false);
         }
         finally
         {
@@ -284,13 +337,13 @@ public sealed class Http1Connection
         }
     }
 
-    /// <summary>Reads the transport input, swallowing stray CancelPendingRead wake-ups.</summary>
+    /// <summary>Reads the transport input (for the body pump), swallowing stray CancelPendingRead wake-ups.</summary>
     internal async ValueTask<ReadResult> ReadInputAsync()
     {
         while (true)
         {
             var result = await Input.ReadAsync().ConfigureAwait(false);
-            if (!result.IsCanceled || _aborted || _timedOut != (int)TimeoutKind.None || _inputReadStop)
+            if (!IsStrayCancel(result))
             {
                 return result;
             }
@@ -298,7 +351,11 @@ public sealed class Http1Connection
         }
     }
 
-    /// <summary>Wakes the pending input read (the disconnect monitor) so the loop can take the input back.</summary>
+    /// <summary>A cancelled read nobody asked for now (a wake-up meant for a reader that had already finished).</summary>
+    private bool IsStrayCancel(in ReadResult result)
+        => result.IsCanceled && !_aborted && _timedOut == (int)TimeoutKind.None && !_inputReadStop;
+
+    /// <summary>Wakes the pending input read (the body pump's disconnect watch, or the connection's InputWatch) so the loop can take the input back.</summary>
     internal void StopPendingInputRead()
     {
         _inputReadStop = true;
@@ -369,5 +426,134 @@ public sealed class Http1Connection
             _armed = TimeoutKind.None;
         }
         _transport.Input.CancelPendingRead();
+    }
+
+    /// <summary>
+    /// The disconnect watch of a request without a body: one pending read of the input with a callback
+    /// instead of an awaiting task. Its result is kept for the loop (<see cref="TakeAsync"/>), which
+    /// parses the next head from it. One per connection, reused.
+    /// </summary>
+    // Start and TakeAsync are called by the connection loop only; the callback runs on the pipe's reader
+    // scheduler while the loop runs the handler or awaits TakeAsync, never both at once for one read.
+    private sealed class InputWatch : IValueTaskSource<ReadResult>
+    {
+        private readonly Http1Connection _connection;
+        private readonly Action _onReadCompleted;
+        private ManualResetValueTaskSourceCore<ReadResult> _core; // continuations run inline: the loop resumes on the callback's thread
+        private ValueTask<ReadResult> _read;
+        private Http1Exchange? _exchange;
+
+        public InputWatch(Http1Connection connection)
+        {
+            _connection = connection;
+            _onReadCompleted = OnReadCompleted;
+        }
+
+        /// <summary>True from <see cref="Start"/> until the loop takes the result.</summary>
+        public bool IsOutstanding { get; private set; }
+
+        /// <summary>Starts the read; <paramref name="exchange"/>'s RequestAborted fires if it finds the input closed.</summary>
+        public void Start(Http1Exchange exchange)
+        {
+            _exchange = exchange;
+            IsOutstanding = true;
+            Read();
+        }
+
+        /// <summary>The watch's read result, once the input had something to say (data, end, or a cancel).</summary>
+        public ValueTask<ReadResult> TakeAsync()
+        {
+            IsOutstanding = false;
+            return new ValueTask<ReadResult>(this, _core.Version);
+        }
+
+        private void Read()
+        {
+            while (true)
+            {
+                ValueTask<ReadResult> read;
+                try
+                {
+                    read = _connection.Input.ReadAsync();
+                }
+                catch (Exception ex)
+                {
+                    Finish(ex);
+                    return;
+                }
+                if (!read.IsCompleted)
+                {
+                    _read = read;
+                    read.ConfigureAwait(false).GetAwaiter().UnsafeOnCompleted(_onReadCompleted);
+                    return;
+                }
+                if (!Complete(read))
+                {
+                    return;
+                }
+            }
+        }
+
+        private void OnReadCompleted()
+        {
+            var read = _read;
+            _read = default;
+            if (Complete(read))
+            {
+                Read();
+            }
+        }
+
+        /// <summary>Takes the read's result; true when it was a stray cancel and the watch must read again.</summary>
+        private bool Complete(ValueTask<ReadResult> read)
+        {
+            ReadResult result;
+            try
+            {
+                result = read.GetAwaiter().GetResult();
+            }
+            catch (Exception ex)
+            {
+                Finish(ex);
+                return false;
+            }
+            if (_connection.IsStrayCancel(result))
+            {
+                _connection.Input.AdvanceTo(result.Buffer.Start);
+                return true;
+            }
+            if (!result.IsCanceled && result.IsCompleted && result.Buffer.IsEmpty)
+            {
+                // The client closed: an SSE handler, say, must learn it now.
+                _exchange?.OnClientDisconnected();
+            }
+            // Data (the next, pipelined request) or the end: either way the loop parses it after the handler.
+            _exchange = null;
+            _core.SetResult(result);
+            return false;
+        }
+
+        private void Finish(Exception ex)
+        {
+            _exchange = null;
+            _core.SetException(ex);
+        }
+
+        public ReadResult GetResult(short token)
+        {
+            try
+            {
+                return _core.GetResult(token);
+            }
+            finally
+            {
+                _core.Reset();
+            }
+        }
+
+        public ValueTaskSourceStatus GetStatus(short token) => _core.GetStatus(token);
+
+        public void OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags)
+            => _core.OnCompleted(continuation, state, token, flags);
     }
 }

@@ -1,5 +1,5 @@
+using System.Diagnostics;
 using System.Globalization;
-using System.Text;
 using Proxy.Codecs.Http1;
 
 namespace Proxy.Protocols.Http1;
@@ -45,6 +45,21 @@ internal sealed partial class Http1Exchange
     public bool ResponseIncomplete { get; private set; }
 
 
+    /// <summary>The response side of <see cref="Reset"/>.</summary>
+    private void ResetResponse()
+    {
+        _started = false;
+        _continueSent = false;
+        _mode = BodyMode.NoBody;
+        _declaredLength = -1;
+        _written = 0;
+        _chunkMemory = default;
+        _chunkPrefix = 0;
+        _completeTask = null;
+        KeepAlive = false;
+        ResponseIncomplete = false;
+    }
+
     public override async ValueTask StartResponseAsync(CancellationToken cancellationToken = default)
     {
         WriteHead(finalizing: false);
@@ -89,10 +104,7 @@ internal sealed partial class Http1Exchange
             // RFC 9112 §7.1: last-chunk, then the trailer section and the final CRLF.
             if (SupportsTrailers && ResponseTrailers.Count > 0)
             {
-                var sb = new StringBuilder("0\r\n");
-                AppendFields(sb, ResponseTrailers, skipFraming: true);
-                sb.Append("\r\n");
-                WriteLatin1(sb.ToString());
+                WriteTrailerSection();
             }
             else
             {
@@ -116,7 +128,7 @@ internal sealed partial class Http1Exchange
             return;
         }
         _continueSent = true;
-        WriteLatin1("HTTP/1.1 100 Continue\r\n\r\n");
+        _connection.Output.Write("HTTP/1.1 100 Continue\r\n\r\n"u8);
         await FlushOutputAsync(cancellationToken).ConfigureAwait(false);
     }
 
@@ -229,8 +241,12 @@ internal sealed partial class Http1Exchange
         {
             throw new InvalidOperationException($"Status code {status} cannot be sent as a final response.");
         }
-        var declared = ParseDeclaredLength(ResponseHeaders.Get("Content-Length"));
-        var appWantsClose = HasToken(ResponseHeaders.Get("Connection"), "close");
+        // Validation first (every field, framing ones included), so a bad header leaves nothing half-written.
+        var fields = Http1HeadWriter.Scan(ResponseHeaders);
+        var reason = ReasonPhrase;
+        var statusLineLength = Http1HeadWriter.MeasureStatusLine(status, reason, out var statusLine);
+        var declared = ParseDeclaredLength(fields.ContentLength);
+        var appWantsClose = Http1HeadWriter.HasToken(fields.Connection, "close");
 
         // Step 1: framing. RFC 9110 §6.4.1: HEAD, 204 and 304 responses have no content.
         var isHead = Method == "HEAD";
@@ -247,80 +263,61 @@ internal sealed partial class Http1Exchange
 
         // Step 2: persistence (RFC 9112 §9.3, §9.6). A body the client held back behind
         // "Expect: 100-continue" that we never asked for cannot be skipped safely: close.
-        var unreadContinue = Head.ExpectContinue && !_continueSent && !(_body?.PumpStarted ?? false);
+        // (A request without a body has nothing held back.)
+        var unreadContinue = Head.ExpectContinue && !_continueSent && _body is { PumpStarted: false };
         var keepAlive = Head.KeepAlive && !appWantsClose && mode != BodyMode.CloseDelimited && !unreadContinue && !_connection.IsAborted;
 
-        // Step 3: serialise (validation first, so a bad header leaves nothing half-written).
-        var sb = new StringBuilder(256);
-        sb.Append("HTTP/1.1 ").Append(status.ToString(CultureInfo.InvariantCulture)).Append(' ')
-          .Append(ReasonPhrase ?? Http1ReasonPhrases.Get(status)).Append("\r\n");
+        // Step 3: serialise into one span of the exact size.
         // RFC 9110 §8.6: a server MUST NOT send Content-Length in a 204 response.
-        AppendFields(sb, ResponseHeaders, skipFraming: true, skipContentLength: status == 204 || addContentLength);
+        var skipContentLength = status == 204 || addContentLength;
+        ReadOnlySpan<byte> persistence = !keepAlive ? "Connection: close\r\n"u8
+            : Head.Version == Http1Version.Http10 ? "Connection: keep-alive\r\n"u8
+            : default;
+        var length = statusLineLength + fields.Length + (skipContentLength ? 0 : fields.ContentLengthFieldsLength)
+            + (addContentLength ? "Content-Length: 0\r\n"u8.Length : 0)
+            + (mode == BodyMode.Chunked ? "Transfer-Encoding: chunked\r\n"u8.Length : 0)
+            + persistence.Length + 2;
+        var output = _connection.Output;
+        var span = output.GetSpan(length);
+        var at = Http1HeadWriter.WriteStatusLine(span, status, reason, statusLine);
+        at += Http1HeadWriter.WriteFields(span[at..], ResponseHeaders, skipContentLength);
         if (addContentLength)
         {
-            sb.Append("Content-Length: 0\r\n");
+            at += Copy("Content-Length: 0\r\n"u8, span[at..]);
         }
         if (mode == BodyMode.Chunked)
         {
-            sb.Append("Transfer-Encoding: chunked\r\n");
+            at += Copy("Transfer-Encoding: chunked\r\n"u8, span[at..]);
         }
-        if (!keepAlive)
-        {
-            sb.Append("Connection: close\r\n");
-        }
-        else if (Head.Version == Http1Version.Http10)
-        {
-            sb.Append("Connection: keep-alive\r\n");
-        }
-        sb.Append("\r\n");
-        var text = sb.ToString();
-        ValidateResponseText(ReasonPhrase);
+        at += Copy(persistence, span[at..]);
+        span[at++] = (byte)'\r';
+        span[at++] = (byte)'\n';
+        Debug.Assert(at == length, "The head was measured wrong.");
 
         _mode = mode;
         _declaredLength = declared;
         KeepAlive = keepAlive;
         _started = true;
-        WriteLatin1(text);
+        output.Advance(at);
     }
 
-    private static void AppendFields(StringBuilder sb, HttpHeaderList fields, bool skipFraming, bool skipContentLength = false)
+    private static int Copy(ReadOnlySpan<byte> source, Span<byte> destination)
     {
-        foreach (var (name, value) in fields)
-        {
-            if (!Http1HeaderValidation.IsToken(name))
-            {
-                throw new InvalidOperationException($"Invalid response header name '{name}'.");
-            }
-            ValidateResponseText(value);
-            // We own the framing and persistence fields (RFC 9112 §6, §9.6): the app's are not copied.
-            if (skipFraming && (name.Equals("Transfer-Encoding", StringComparison.OrdinalIgnoreCase)
-                || name.Equals("Connection", StringComparison.OrdinalIgnoreCase)
-                || name.Equals("Keep-Alive", StringComparison.OrdinalIgnoreCase)))
-            {
-                continue;
-            }
-            if (skipContentLength && name.Equals("Content-Length", StringComparison.OrdinalIgnoreCase))
-            {
-                continue;
-            }
-            sb.Append(name).Append(": ").Append(value).Append("\r\n");
-        }
+        source.CopyTo(destination);
+        return source.Length;
     }
 
-    /// <summary>Response splitting guard: no CR, LF, NUL or other CTLs, nothing beyond Latin-1.</summary>
-    private static void ValidateResponseText(string? value)
+    /// <summary>RFC 9112 §7.1: last-chunk, the trailer fields (framing ones left out) and the final CRLF.</summary>
+    private void WriteTrailerSection()
     {
-        if (value is null)
-        {
-            return;
-        }
-        foreach (var c in value)
-        {
-            if ((c < 0x20 && c != '\t') || c == 0x7F || c > 0xFF)
-            {
-                throw new InvalidOperationException("Invalid character in response header value or reason phrase.");
-            }
-        }
+        var fields = Http1HeadWriter.Scan(ResponseTrailers);
+        var length = 3 + fields.Length + fields.ContentLengthFieldsLength + 2;
+        var span = _connection.Output.GetSpan(length);
+        var at = Copy("0\r\n"u8, span);
+        at += Http1HeadWriter.WriteFields(span[at..], ResponseTrailers, skipContentLength: false);
+        span[at++] = (byte)'\r';
+        span[at++] = (byte)'\n';
+        _connection.Output.Advance(at);
     }
 
     private static long ParseDeclaredLength(string? value)
@@ -336,22 +333,6 @@ internal sealed partial class Http1Exchange
         return length;
     }
 
-    private static bool HasToken(string? list, string token)
-    {
-        if (list is null)
-        {
-            return false;
-        }
-        foreach (var part in list.Split(','))
-        {
-            if (part.Trim().Equals(token, StringComparison.OrdinalIgnoreCase))
-            {
-                return true;
-            }
-        }
-        return false;
-    }
-
     private static int HexDigitCount(int value)
     {
         var digits = 1;
@@ -360,13 +341,5 @@ internal sealed partial class Http1Exchange
             digits++;
         }
         return digits;
-    }
-
-    private void WriteLatin1(string text)
-    {
-        var output = _connection.Output;
-        var span = output.GetSpan(text.Length);
-        var written = Encoding.Latin1.GetBytes(text, span);
-        output.Advance(written);
     }
 }

@@ -1,5 +1,6 @@
 using System.Text;
 using Proxy.Codecs.Http1;
+using Proxy.Protocols.Http2;
 
 namespace Proxy.Protocols.Http1;
 
@@ -7,15 +8,26 @@ namespace Proxy.Protocols.Http1;
 /// One HTTP/1.x request/response on a connection. The request side is filled by the parser (this
 /// class is its sink) before the handler runs; the response side (Http1Exchange.Response.cs) is
 /// driven by the app and writes straight to the transport.
+///
+/// Requests on a connection never overlap, so the connection keeps one exchange and <see cref="Reset"/>s
+/// it between them (its header lists keep their capacity; the previous request's strings are reused when
+/// the next one repeats the same octets, as clients do on a keep-alive connection). As with Kestrel, an
+/// app must not use the exchange, its token or its body objects after its handler has returned.
 /// </summary>
 // Owned by the connection loop until HandleAsync starts, then by the app; RequestAborted may fire from any thread.
 internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
 {
     private readonly Http1Connection _connection;
-    private readonly CancellationTokenSource _abortedCts = new();
     private readonly TrailerSink _trailerSink;
+    private CancellationTokenSource _abortedCts = new();
     private Http1RequestBody? _body;
+    private Http1EmptyRequestBody? _emptyBody;
     private bool _authorityFromTarget;
+
+    // The previous request's fields and target, for reusing their strings (see the class remarks).
+    private KeyValuePair<string, string>[] _previousFields = [];
+    private int _previousFieldCount;
+    private string? _previousTarget;
 
     public Http1Exchange(Http1Connection connection)
     {
@@ -26,11 +38,46 @@ internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
 
     public Http1RequestHead Head { get; private set; }
 
-    public Http1RequestBody Body => _body ?? throw new InvalidOperationException("The request head has not been parsed.");
+    /// <summary>The body reader and its pump; null when the request has no body.</summary>
+    public Http1RequestBody? Body => _body;
 
-    public override PipeReader RequestBody => Body;
+    public override PipeReader RequestBody => _body ?? (PipeReader)(_emptyBody ??= new Http1EmptyRequestBody());
 
     public override CancellationToken RequestAborted => _abortedCts.Token;
+
+    /// <summary>Readies the exchange for the connection's next request; the previous one has fully ended.</summary>
+    public void Reset()
+    {
+        var fields = RequestHeaders;
+        if (_previousFields.Length < fields.Count)
+        {
+            _previousFields = new KeyValuePair<string, string>[fields.Count];
+        }
+        fields.CopyTo(_previousFields);
+        _previousFieldCount = fields.Count;
+        _previousTarget = RawTarget;
+
+        fields.Clear();
+        RequestTrailers.Clear();
+        ResponseHeaders.Clear();
+        ResponseTrailers.Clear();
+        Authority = "";
+        RequestContentLength = null;
+        RequestHasBody = false;
+        StatusCode = 200;
+        ReasonPhrase = null;
+        Head = default;
+        _authorityFromTarget = false;
+        _body = null;
+        _emptyBody?.Reset();
+        ResetResponse();
+        if (!_abortedCts.TryReset())
+        {
+            // Cancelled (the connection is closing anyway) or its timer could not be stopped: a fresh one.
+            _abortedCts.Dispose();
+            _abortedCts = new CancellationTokenSource();
+        }
+    }
 
     /// <summary>Called by the connection once the parser has accepted the head.</summary>
     public void OnHeadParsed(in Http1RequestHead head)
@@ -40,7 +87,8 @@ internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
         Scheme = Connection.Scheme;
         RequestContentLength = head.ContentLength >= 0 ? head.ContentLength : null;
         RequestHasBody = head.Framing != Http1BodyFraming.None;
-        _body = new Http1RequestBody(_connection, this, head, _trailerSink);
+        // No pipe, no pump for a request without a body: the app reads an empty, completed body.
+        _body = RequestHasBody ? new Http1RequestBody(_connection, this, head, _trailerSink) : null;
     }
 
     void IHttp1RequestSink.OnRequestLine(ReadOnlySpan<byte> method, ReadOnlySpan<byte> target, Http1Version version, Http1TargetForm form)
@@ -62,16 +110,30 @@ internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
                 RawTarget = Authority;
                 break;
             default:
-                RawTarget = Encoding.ASCII.GetString(target);
+                RawTarget = _previousTarget is { } previous && KnownHeaderStrings.EqualsLatin1(previous, target)
+                    ? previous
+                    : Encoding.ASCII.GetString(target);
                 break;
         }
     }
 
     void IHttp1FieldSink.OnField(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
     {
-        var nameString = Encoding.ASCII.GetString(name);
-        // obs-text is carried as Latin-1, so every byte round-trips.
-        var valueString = Encoding.Latin1.GetString(value);
+        var position = RequestHeaders.Count;
+        string nameString, valueString;
+        if (position < _previousFieldCount
+            && _previousFields[position] is var previous
+            && KnownHeaderStrings.EqualsLatin1(previous.Key, name))
+        {
+            nameString = previous.Key;
+            valueString = KnownHeaderStrings.EqualsLatin1(previous.Value, value) ? previous.Value : Encoding.Latin1.GetString(value);
+        }
+        else
+        {
+            nameString = Encoding.ASCII.GetString(name);
+            // obs-text is carried as Latin-1, so every byte round-trips.
+            valueString = Encoding.Latin1.GetString(value);
+        }
         RequestHeaders.Add(nameString, valueString);
         // RFC 9112 §3.2.2: with an absolute-form target the Host header is ignored.
         if (!_authorityFromTarget && string.Equals(nameString, "Host", StringComparison.OrdinalIgnoreCase))
@@ -121,8 +183,6 @@ internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
             // A callback registered by the app threw; the abort itself stands.
         }
     }
-
-    internal void DisposeAbortSource() => _abortedCts.Dispose();
 
     // Owned by the body pump: adds chunked trailers to RequestTrailers.
     private sealed class TrailerSink(Http1Exchange exchange) : IHttp1FieldSink

@@ -40,24 +40,3 @@ internal static class Http1ReasonPhrases
         _ => "",
     };
 }
-
-/// <summary>Token check for response field names written by the app (RFC 9110 §5.1).</summary>
-internal static class Http1HeaderValidation
-{
-    public static bool IsToken(string name)
-    {
-        if (name.Length == 0)
-        {
-            return false;
-        }
-        foreach (var c in name)
-        {
-            var ok = char.IsAsciiLetterOrDigit(c) || "!#$%&'*+-.^_`|~".Contains(c);
-            if (!ok)
-            {
-                return false;
-            }
-        }
-        return true;
-    }
-}

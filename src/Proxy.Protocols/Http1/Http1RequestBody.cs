@@ -1,3 +1,4 @@
+using System.Diagnostics;
 using Proxy.Codecs.Http1;
 
 namespace Proxy.Protocols.Http1;
@@ -46,10 +47,7 @@ internal sealed class Http1RequestBody : PipeReader
         // when the app completes the body early).
         _discardBudget = connection.MaxRequestBodyDrainSize;
         _trailerSink = trailerSink;
-        if (_framing == Http1BodyFraming.None)
-        {
-            _inner.Writer.Complete();
-        }
+        Debug.Assert(_framing != Http1BodyFraming.None, "A request without a body reads Http1EmptyRequestBody.");
     }
 
     /// <summary>True once the whole body has been read off the transport.</summary>
@@ -106,12 +104,6 @@ internal sealed class Http1RequestBody : PipeReader
         _pump ??= PumpAsync();
     }
 
-    /// <summary>Starts the disconnect monitor for a request without a body.</summary>
-    public void StartMonitor()
-    {
-        _pump ??= MonitorAsync();
-    }
-
     /// <summary>
     /// Called by the connection once the app is done: stops handing bytes to the app and reads
     /// the rest of the body off the wire, at most the connection's MaxRequestBodyDrainSize. True when the
@@ -138,7 +130,7 @@ internal sealed class Http1RequestBody : PipeReader
         }
         else if (IsBodyComplete)
         {
-            // The pump is monitoring for disconnects: take the transport back.
+            // The pump is watching for disconnects: take the transport back.
             _connection.StopPendingInputRead();
         }
         try

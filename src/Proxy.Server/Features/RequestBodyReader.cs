@@ -5,19 +5,29 @@ namespace Proxy.Server.Features;
 /// The request body as the app sees it: the exchange's reader, plus the
 /// IHttpMaxRequestBodySizeFeature limit (413) and knowledge of when the body ended (for trailers).
 /// </summary>
-internal sealed class RequestBodyReader(HttpExchange exchange, long? maxBodySize) : PipeReader
+internal sealed class RequestBodyReader(HttpExchange exchange) : PipeReader
 {
     private PipeReader Inner => exchange.RequestBody;
     private ReadOnlySequence<byte> _lastBuffer;
     private long _consumed;
 
-    public long? MaxBodySize { get; set; } = maxBodySize;
+    public long? MaxBodySize { get; set; }
 
     /// <summary>True once the app started reading (the limit is then read-only).</summary>
     public bool HasStartedReading { get; private set; }
 
     /// <summary>True once the app has seen the end of the body.</summary>
     public bool IsBodyCompleted { get; private set; }
+
+    /// <summary>Readies the reader for a request (a new one, or the next on an HTTP/1.1 connection).</summary>
+    public void Reset(long? maxBodySize)
+    {
+        MaxBodySize = maxBodySize;
+        HasStartedReading = false;
+        IsBodyCompleted = false;
+        _lastBuffer = default;
+        _consumed = 0;
+    }
 
     public override async ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
     {

@@ -4,7 +4,7 @@ using Proxy.Server.Internal;
 namespace Proxy.Server.Features;
 
 /// <summary>The response side: status, headers, body, trailers, reset, and the start/complete sequence.</summary>
-internal sealed partial class RequestFeatures :
+internal partial class RequestFeatures :
     IHttpResponseFeature,
     IHttpResponseBodyFeature,
     IHttpResponseTrailersFeature,
@@ -21,6 +21,21 @@ internal sealed partial class RequestFeatures :
     private Stack<KeyValuePair<Func<object, Task>, object>>? _onCompleted;
     private bool _starting;
     private bool _responseCompleted;
+
+    /// <summary>The response side of <see cref="ResetForNextRequest"/>.</summary>
+    private void ResetResponse()
+    {
+        _responseHeaders.IsReadOnly = false;
+        _responseHeaders.Clear();
+        _responseTrailers = null;
+        _responseBodyOverride = null;
+        _onStarting?.Clear();
+        _onCompleted?.Clear();
+        _starting = false;
+        _responseCompleted = false;
+        HasStarted = false;
+        _bodyWriter.Reset();
+    }
 
     // ---- IHttpResponseFeature ----
     public int StatusCode
@@ -71,6 +86,7 @@ internal sealed partial class RequestFeatures :
         => (_onCompleted ??= new()).Push(new(callback, state));
 
     // ---- IHttpResponseBodyFeature ----
+    // The wrapper keeps no state of its own (leaveOpen: disposing it does not complete the writer), so it is reused.
     Stream IHttpResponseBodyFeature.Stream => _responseStream ??= _bodyWriter.AsStream(leaveOpen: true);
 
     PipeWriter IHttpResponseBodyFeature.Writer => _bodyWriter;

@@ -7,14 +7,18 @@ using Proxy.Server.Internal;
 
 namespace Proxy.Server.Features;
 
-// Owned by the app's request thread of control (created per request by the handler; the engine
-// never touches it). OnStarting/OnCompleted lists are only touched from that flow.
+// Owned by the app's request thread of control (created by the handler; the engine never touches
+// it). OnStarting/OnCompleted lists are only touched from that flow. On an HTTP/1.1 connection the
+// handler keeps it in the exchange's HostState and resets it for the next request (see ResetForNextRequest).
 /// <summary>
 /// One request's ASP.NET Core features over an <see cref="HttpExchange"/>. One object implements
-/// them all (one allocation per request instead of fifteen), like Kestrel's HttpProtocol.
+/// them all and is its own <see cref="IFeatureCollection"/> (RequestFeatures.Collection.cs), like
+/// Kestrel's HttpProtocol: no feature dictionary per request. On an HTTP/1.1 connection, where
+/// requests never overlap, it is reused from one request to the next, together with the
+/// HttpContext the host keeps in it (<see cref="HostedRequestFeatures{TContext}"/>).
 /// This file: the request side. RequestFeatures.Response.cs: the response side.
 /// </summary>
-internal sealed partial class RequestFeatures :
+internal partial class RequestFeatures :
     IHttpRequestFeature,
     IHttpRequestBodyDetectionFeature,
     IRequestBodyPipeFeature,
@@ -29,11 +33,15 @@ internal sealed partial class RequestFeatures :
     internal const uint InternalError = 0x2;
 
     private readonly RequestBodyReader _bodyReader;
-    private readonly FeatureCollection _features;
-    private Stream? _requestBody;
+    private readonly HeaderDictionary _requestHeaders = new();
+    private Stream? _requestBodyStream;
+    private Stream? _requestBodyOverride;
     private IHeaderDictionary? _requestTrailers;
     private CancellationToken? _requestAborted;
     private string? _traceIdentifier;
+    private string? _splitTarget;
+    private string _splitPath = "";
+    private string _splitQuery = "";
 
     public RequestFeatures(HttpExchange exchange, ProxyServerOptions options, DateHeaderCache dateCache)
     {
@@ -41,14 +49,59 @@ internal sealed partial class RequestFeatures :
         _options = options;
         _dateCache = dateCache;
         IsHttp2 = exchange.Protocol == "HTTP/2";
+        _bodyReader = new RequestBodyReader(exchange);
+        _responseHeaders = new HeaderDictionary();
+        _bodyWriter = new ResponseBodyWriter(this);
+        if (exchange.Connection.IsTls)
+        {
+            _tls = new RequestTlsFeature(exchange.Connection);
+        }
+        ResetFeatureCollection();
+        InitializeRequest();
+    }
 
+    public HttpExchange Exchange { get; }
+
+    /// <summary>The collection handed to IHttpApplication.CreateContext: this object.</summary>
+    public IFeatureCollection Features => this;
+
+    internal bool IsHttp2 { get; }
+
+    /// <summary>
+    /// Readies the features for the next request on the same exchange (HTTP/1.1 keep-alive): the previous
+    /// request's handler has returned, its response is complete and its OnCompleted callbacks have run.
+    /// </summary>
+    public void ResetForNextRequest()
+    {
+        _requestBodyOverride = null;
+        _requestTrailers = null;
+        _requestAborted = null;
+        _traceIdentifier = null;
+        PathBase = "";
+        ResetResponse();
+        ResetFeatureCollection();
+        InitializeRequest();
+    }
+
+    /// <summary>Copies the exchange's request into the features.</summary>
+    private void InitializeRequest()
+    {
+        var exchange = Exchange;
         Protocol = exchange.Protocol;
         Scheme = exchange.Scheme.Length > 0 ? exchange.Scheme : exchange.Connection.Scheme;
         Method = exchange.Method;
-        RawTarget = exchange.RawTarget;
-        (Path, QueryString) = RequestTarget.Split(exchange.RawTarget);
-        Headers = BuildRequestHeaders(exchange);
-        _bodyReader = new RequestBodyReader(exchange, options.MaxRequestBodySize);
+        if (!ReferenceEquals(_splitTarget, exchange.RawTarget))
+        {
+            // The engine hands the same string for a repeated target: then the split is reused.
+            _splitTarget = exchange.RawTarget;
+            (_splitPath, _splitQuery) = RequestTarget.Split(exchange.RawTarget);
+        }
+        RawTarget = _splitTarget;
+        Path = _splitPath;
+        QueryString = _splitQuery;
+        FillRequestHeaders(_requestHeaders, exchange);
+        Headers = _requestHeaders;
+        _bodyReader.Reset(_options.MaxRequestBodySize);
 
         var connection = exchange.Connection;
         ConnectionId = connection.ConnectionId;
@@ -62,51 +115,11 @@ internal sealed partial class RequestFeatures :
             RemoteIpAddress = remote.Address;
             RemotePort = remote.Port;
         }
-
-        _responseHeaders = new HeaderDictionary();
-        _bodyWriter = new ResponseBodyWriter(this);
-        _features = BuildFeatureCollection();
     }
 
-    public HttpExchange Exchange { get; }
-
-    /// <summary>The collection handed to IHttpApplication.CreateContext.</summary>
-    public IFeatureCollection Features => _features;
-
-    internal bool IsHttp2 { get; }
-
-    private FeatureCollection BuildFeatureCollection()
+    private static void FillRequestHeaders(HeaderDictionary headers, HttpExchange exchange)
     {
-        var features = new FeatureCollection(24);
-        features.Set<IHttpRequestFeature>(this);
-        features.Set<IHttpRequestBodyDetectionFeature>(this);
-        features.Set<IRequestBodyPipeFeature>(this);
-        features.Set<IHttpMaxRequestBodySizeFeature>(this);
-        features.Set<IHttpRequestTrailersFeature>(this);
-        features.Set<IHttpRequestLifetimeFeature>(this);
-        features.Set<IHttpConnectionFeature>(this);
-        features.Set<IHttpUpgradeFeature>(this);
-        features.Set<IHttpRequestIdentifierFeature>(this);
-        features.Set<IHttpResponseFeature>(this);
-        features.Set<IHttpResponseBodyFeature>(this);
-        features.Set<IHttpResponseTrailersFeature>(this);
-        if (IsHttp2)
-        {
-            // gRPC uses it to end calls with a specific RST_STREAM code (RFC 9113 §6.4).
-            features.Set<IHttpResetFeature>(this);
-        }
-        if (Exchange.Connection.IsTls)
-        {
-            var tls = new RequestTlsFeature(Exchange.Connection);
-            features.Set<ITlsConnectionFeature>(tls);
-            features.Set<ITlsHandshakeFeature>(tls);
-        }
-        return features;
-    }
-
-    private static HeaderDictionary BuildRequestHeaders(HttpExchange exchange)
-    {
-        var headers = new HeaderDictionary(exchange.RequestHeaders.Count + 1);
+        headers.Clear();
         foreach (var (name, value) in exchange.RequestHeaders)
         {
             if (headers.TryGetValue(name, out var existing))
@@ -126,23 +139,23 @@ internal sealed partial class RequestFeatures :
         {
             headers["Host"] = exchange.Authority;
         }
-        return headers;
     }
 
     // ---- IHttpRequestFeature ----
-    public string Protocol { get; set; }
-    public string Scheme { get; set; }
-    public string Method { get; set; }
+    public string Protocol { get; set; } = "";
+    public string Scheme { get; set; } = "";
+    public string Method { get; set; } = "";
     public string PathBase { get; set; } = "";
-    public string Path { get; set; }
-    public string QueryString { get; set; }
-    public string RawTarget { get; set; }
-    public IHeaderDictionary Headers { get; set; }
+    public string Path { get; set; } = "";
+    public string QueryString { get; set; } = "";
+    public string RawTarget { get; set; } = "";
+    public IHeaderDictionary Headers { get; set; } = null!;
 
     Stream IHttpRequestFeature.Body
     {
-        get => _requestBody ??= _bodyReader.AsStream(leaveOpen: true);
-        set => _requestBody = value;
+        // The wrapper keeps no state of its own (leaveOpen: disposing it does not complete the reader), so it is reused.
+        get => _requestBodyOverride ?? (_requestBodyStream ??= _bodyReader.AsStream(leaveOpen: true));
+        set => _requestBodyOverride = value;
     }
 
     // ---- IRequestBodyPipeFeature / IHttpRequestBodyDetectionFeature ----
@@ -151,6 +164,7 @@ internal sealed partial class RequestFeatures :
     public bool CanHaveBody => Exchange.RequestHasBody;
 
     // ---- IHttpMaxRequestBodySizeFeature ----
+    // (IFeatureCollection.IsReadOnly is implemented explicitly in RequestFeatures.Collection.cs.)
     public bool IsReadOnly => _bodyReader.HasStartedReading;
 
     public long? MaxRequestBodySize
@@ -205,7 +219,7 @@ internal sealed partial class RequestFeatures :
     public void Abort() => Exchange.Abort(InternalError);
 
     // ---- IHttpConnectionFeature ----
-    public string ConnectionId { get; set; }
+    public string ConnectionId { get; set; } = "";
     public IPAddress? RemoteIpAddress { get; set; }
     public IPAddress? LocalIpAddress { get; set; }
     public int RemotePort { get; set; }

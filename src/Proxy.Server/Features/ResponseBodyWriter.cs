@@ -9,7 +9,11 @@ namespace Proxy.Server.Features;
 /// </summary>
 internal sealed class ResponseBodyWriter(RequestFeatures owner) : PipeWriter
 {
+    // Past this the pre-start buffer is dropped rather than kept for the connection's next request.
+    private const int MaxKeptBufferSize = 64 * 1024;
+
     private ArrayBufferWriter<byte>? _preStart;
+    private ArrayBufferWriter<byte>? _spareBuffer;
     private bool _completed;
 
     private PipeWriter Inner => owner.Exchange.ResponseBody;
@@ -20,13 +24,13 @@ internal sealed class ResponseBodyWriter(RequestFeatures owner) : PipeWriter
     public override Memory<byte> GetMemory(int sizeHint = 0)
     {
         ThrowIfCompleted();
-        return UseBuffer() ? (_preStart ??= new ArrayBufferWriter<byte>(Math.Max(sizeHint, 4096))).GetMemory(sizeHint) : Inner.GetMemory(sizeHint);
+        return UseBuffer() ? PreStartBuffer(sizeHint).GetMemory(sizeHint) : Inner.GetMemory(sizeHint);
     }
 
     public override Span<byte> GetSpan(int sizeHint = 0)
     {
         ThrowIfCompleted();
-        return UseBuffer() ? (_preStart ??= new ArrayBufferWriter<byte>(Math.Max(sizeHint, 4096))).GetSpan(sizeHint) : Inner.GetSpan(sizeHint);
+        return UseBuffer() ? PreStartBuffer(sizeHint).GetSpan(sizeHint) : Inner.GetSpan(sizeHint);
     }
 
     public override void Advance(int bytes)
@@ -76,11 +80,45 @@ internal sealed class ResponseBodyWriter(RequestFeatures owner) : PipeWriter
             {
                 Inner.Write(buffer.WrittenSpan);
             }
+            Keep(buffer);
         }
     }
 
     /// <summary>Drops bytes held before the start (an error page replaces them).</summary>
-    internal void DiscardBufferedBytes() => _preStart = null;
+    internal void DiscardBufferedBytes()
+    {
+        if (_preStart is { } buffer)
+        {
+            _preStart = null;
+            Keep(buffer);
+        }
+    }
+
+    /// <summary>Readies the writer for the next request on an HTTP/1.1 connection.</summary>
+    internal void Reset()
+    {
+        DiscardBufferedBytes();
+        _completed = false;
+    }
+
+    private ArrayBufferWriter<byte> PreStartBuffer(int sizeHint)
+    {
+        if (_preStart is null)
+        {
+            _preStart = _spareBuffer ?? new ArrayBufferWriter<byte>(Math.Max(sizeHint, 4096));
+            _spareBuffer = null;
+        }
+        return _preStart;
+    }
+
+    private void Keep(ArrayBufferWriter<byte> buffer)
+    {
+        if (buffer.Capacity <= MaxKeptBufferSize)
+        {
+            buffer.ResetWrittenCount();
+            _spareBuffer = buffer;
+        }
+    }
 
     private bool UseBuffer() => !owner.HasStarted;
 

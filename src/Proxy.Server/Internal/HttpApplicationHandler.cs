@@ -6,7 +6,8 @@ namespace Proxy.Server.Internal;
 
 /// <summary>
 /// Runs the ASP.NET Core application for each exchange the engines hand over. Stateless per
-/// request (state lives in <see cref="RequestFeatures"/>); shared by all connections.
+/// request (state lives in <see cref="RequestFeatures"/>, kept in the exchange's HostState and
+/// reset when the engine hands the same exchange again); shared by all connections.
 /// </summary>
 internal sealed class HttpApplicationHandler<TContext>(
     IHttpApplication<TContext> application,
@@ -17,8 +18,19 @@ internal sealed class HttpApplicationHandler<TContext>(
 {
     public async Task HandleAsync(HttpExchange exchange)
     {
-        var features = new RequestFeatures(exchange, options, dateCache);
-        exchange.HostState = features;
+        RequestFeatures features;
+        if (exchange.HostState is HostedRequestFeatures<TContext> previous)
+        {
+            // The same exchange again: the next request on an HTTP/1.1 connection (the engine reuses its
+            // exchange). Reusing the features also lets the host reuse its context and HttpContext.
+            previous.ResetForNextRequest();
+            features = previous;
+        }
+        else
+        {
+            features = new HostedRequestFeatures<TContext>(exchange, options, dateCache);
+            exchange.HostState = features;
+        }
         var context = application.CreateContext(features.Features);
         Exception? applicationError = null;
         try

@@ -336,4 +336,193 @@ public class Http1ConnectionLifecycleTests
         Assert.Equal(500, r.Status);
         Assert.Null(r.Header("Injected"));
     }
+
+    [Fact]
+    public async Task ResponseHead_ExactBytes_StatusLineFieldsInOrderFramingOurs()
+    {
+        await using var h = new Http1Harness(async e =>
+        {
+            e.ResponseHeaders.Add("Content-Type", "text/plain");
+            e.ResponseHeaders.Add("X-Two", "a");
+            e.ResponseHeaders.Add("X-Two", "b");
+            // Framing and persistence fields are the engine's: the app's are not copied.
+            e.ResponseHeaders.Add("Transfer-Encoding", "gzip");
+            e.ResponseHeaders.Add("Keep-Alive", "timeout=5");
+            e.ResponseHeaders.Add("Content-Length", "2");
+            await e.WriteAsync("hi");
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        var r = await h.ReadResponseAsync();
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+        var rest = await h.ReadToEndAsync();
+
+        Assert.Equal("hi", r.Body);
+        Assert.Equal([("Content-Type", "text/plain"), ("X-Two", "a"), ("X-Two", "b"), ("Content-Length", "2")], r.Headers);
+        Assert.Equal("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Two: a\r\nX-Two: b\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi", rest);
+    }
+
+    [Fact]
+    public async Task ResponseHead_CustomReasonAndLatin1Value_SentAsLatin1()
+    {
+        await using var h = new Http1Harness(e =>
+        {
+            e.StatusCode = 299;
+            e.ReasonPhrase = "Très Bien";
+            e.ResponseHeaders.Add("X-Name", "café\tnoir");
+            return Task.CompletedTask;
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+
+        var all = await h.ReadToEndAsync();
+
+        // The harness decodes Latin-1, so one octet per character is what went over the wire.
+        Assert.Equal("HTTP/1.1 299 Très Bien\r\nX-Name: café\tnoir\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", all);
+    }
+
+    [Theory]
+    [InlineData("X Bad", "v", null)]
+    [InlineData("", "v", null)]
+    [InlineData("X-Ok", "del\u007f", null)]
+    [InlineData("X-Ok", "wide\u0100", null)]
+    [InlineData("X-Ok", "nul\0", null)]
+    [InlineData("X-Ok", "v", "Bad\r\nInjected: yes")]
+    public async Task ResponseHead_InvalidNameValueOrReason_Rejected500(string name, string value, string? reason)
+    {
+        await using var h = new Http1Harness(e =>
+        {
+            e.ResponseHeaders.Add(name, value);
+            e.ReasonPhrase = reason;
+            return Task.CompletedTask;
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        var r = await h.ReadResponseAsync();
+
+        Assert.Equal(500, r.Status);
+        Assert.Equal("Internal Server Error", r.Reason);
+        Assert.Null(r.Header("Injected"));
+        Assert.Null(r.Header("X-Ok"));
+    }
+
+    [Fact]
+    public async Task Trailers_FramingFieldsDropped_OthersInOrder()
+    {
+        await using var h = new Http1Harness(async e =>
+        {
+            await e.WriteAsync("x");
+            await e.ResponseBody.FlushAsync();
+            e.ResponseTrailers.Add("X-A", "1");
+            e.ResponseTrailers.Add("Connection", "close");
+            e.ResponseTrailers.Add("X-B", "2");
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\nTE: trailers\r\n\r\n");
+
+        var r = await h.ReadResponseAsync();
+
+        Assert.Equal("x", r.Body);
+        Assert.Equal([("X-A", "1"), ("X-B", "2")], r.Trailers);
+    }
+
+    [Fact]
+    public async Task NextRequestArrivesWhileHandlerRuns_NotAbortedAndServedInOrder()
+    {
+        var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var firstStarted = new TaskCompletionSource<HttpExchange>(TaskCreationOptions.RunContinuationsAsynchronously);
+        var abortedDuringFirst = true;
+        await using var h = new Http1Harness(async e =>
+        {
+            if (e.RawTarget == "/1")
+            {
+                firstStarted.SetResult(e);
+                await release.Task;
+                abortedDuringFirst = e.RequestAborted.IsCancellationRequested;
+            }
+            e.ResponseHeaders.Add("Content-Length", "2");
+            await e.WriteAsync(e.RawTarget);
+        });
+        await h.SendAsync("GET /1 HTTP/1.1\r\nHost: h\r\n\r\n");
+        await firstStarted.Task.WaitAsync(Guard);
+
+        // The second request lands on the disconnect watch's pending read while /1 is still running.
+        await h.SendAsync("GET /2 HTTP/1.1\r\nHost: h\r\n\r\n");
+        await Task.Delay(50);
+        release.SetResult();
+
+        Assert.Equal("/1", (await h.ReadResponseAsync()).Body);
+        Assert.Equal("/2", (await h.ReadResponseAsync()).Body);
+        Assert.False(abortedDuringFirst);
+        Assert.False(h.Processing.IsCompleted);
+    }
+
+    [Fact]
+    public async Task ClientClosesAfterRequest_HandlerRunning_AbortedAndResponseStillWritten()
+    {
+        var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var aborted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            e.RequestAborted.Register(() => aborted.TrySetResult());
+            await release.Task;
+            e.ResponseHeaders.Add("Content-Length", "2");
+            await e.WriteAsync("ok");
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        h.CloseClient(); // a half-close: the request is complete, then end of input
+
+        await aborted.Task.WaitAsync(Guard);
+        release.SetResult();
+
+        // The output is still open, so the response goes out; then the connection ends.
+        var all = await h.ReadToEndAsync();
+        Assert.StartsWith("HTTP/1.1 200 OK\r\n", all);
+        Assert.EndsWith("\r\n\r\nok", all);
+        await h.Processing.WaitAsync(Guard);
+    }
+
+    [Fact]
+    public async Task Abort_WhileIdleBetweenRequests_ProcessingEnds()
+    {
+        await using var h = new Http1Harness(_ => Task.CompletedTask);
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        Assert.Equal(200, (await h.ReadResponseAsync()).Status);
+        await WaitUntilIdleAsync(h);
+
+        h.Connection.Abort();
+
+        await h.Processing.WaitAsync(Guard);
+        Assert.Equal("", await h.ReadToEndAsync());
+    }
+
+    [Fact]
+    public async Task NoBody_RequestBody_BehavesLikeACompletedPipe()
+    {
+        var checks = new TaskCompletionSource<string>(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            var body = e.RequestBody;
+            var first = await body.ReadAsync();
+            body.AdvanceTo(first.Buffer.End);
+            body.CancelPendingRead();
+            var cancelled = await body.ReadAsync();
+            body.AdvanceTo(cancelled.Buffer.End);
+            var after = await body.ReadAsync();
+            body.AdvanceTo(after.Buffer.End);
+            await body.CompleteAsync();
+            var threw = false;
+            try
+            {
+                await body.ReadAsync();
+            }
+            catch (InvalidOperationException)
+            {
+                threw = true;
+            }
+            checks.SetResult($"{first.IsCompleted} {first.Buffer.Length} {first.IsCanceled}|{cancelled.IsCanceled} {cancelled.IsCompleted}|{after.IsCanceled}|{threw}");
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        Assert.Equal(200, (await h.ReadResponseAsync()).Status);
+        Assert.Equal("True 0 False|True True|False|True", await checks.Task.WaitAsync(Guard));
+    }
 }

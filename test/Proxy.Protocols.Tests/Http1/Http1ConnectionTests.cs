@@ -56,16 +56,16 @@ public class Http1ConnectionTests
     [Fact]
     public async Task Post_ContentLength_BodyDelivered()
     {
-        HttpExchange? seen = null;
-        await using var h = new Http1Harness(e => { seen = e; return Echo(e); });
+        (long? Length, bool HasBody)? seen = null;
+        // Read inside the handler: the connection reuses the exchange for its next request.
+        await using var h = new Http1Harness(e => { seen = (e.RequestContentLength, e.RequestHasBody); return Echo(e); });
         await h.SendAsync("POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\nhello");
         await h.SendAsync(" world");
 
         var r = await h.ReadResponseAsync();
 
         Assert.Equal("POST /p HTTP/1.1 h [hello world]", r.Body);
-        Assert.Equal(11, seen!.RequestContentLength);
-        Assert.True(seen.RequestHasBody);
+        Assert.Equal((11L, true), seen);
     }
 
     [Fact]
@@ -346,5 +346,67 @@ public class Http1ConnectionTests
 
         Assert.Equal(501, (await h.ReadResponseAsync()).Status);
         Assert.Equal("", await h.ReadToEndAsync());
+    }
+
+    [Fact]
+    public async Task KeepAlive_NextRequest_StartsFromAFreshExchange()
+    {
+        var seen = new List<string>();
+        await using var h = new Http1Harness(async e =>
+        {
+            var headers = string.Join(",", e.RequestHeaders.Select(f => $"{f.Key}={f.Value}"));
+            seen.Add($"{e.Method} {e.RawTarget} {e.Protocol} [{e.Authority}] {headers} | {e.StatusCode} {e.ReasonPhrase ?? "-"} {e.ResponseHeaders.Count} {e.RequestAborted.IsCancellationRequested} {e.HasResponseStarted}");
+            if (e.RawTarget == "/1")
+            {
+                e.StatusCode = 201;
+                e.ReasonPhrase = "Made";
+                e.ResponseHeaders.Add("X-First", "1");
+                e.ResponseHeaders.Add("Content-Length", "5");
+                await e.WriteAsync("first");
+            }
+        });
+        await h.SendAsync("POST /1 HTTP/1.1\r\nHost: a\r\nUser-Agent: one\r\nContent-Length: 2\r\n\r\nxy");
+        var first = await h.ReadResponseAsync();
+        // Same field names in the same order, another value; then HTTP/1.0 without Host (no authority).
+        await h.SendAsync("GET /2 HTTP/1.1\r\nHost: a\r\nUser-Agent: two\r\n\r\n");
+        var second = await h.ReadResponseAsync();
+        await h.SendAsync("GET /2 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        var third = await h.ReadResponseAsync();
+
+        Assert.Equal((201, "Made", "1", "first"), (first.Status, first.Reason, first.Header("X-First"), first.Body));
+        Assert.Equal((200, "OK", null, "0"), (second.Status, second.Reason, second.Header("X-First"), second.Header("Content-Length")));
+        Assert.Equal(200, third.Status);
+        Assert.Equal(
+        [
+            "POST /1 HTTP/1.1 [a] Host=a,User-Agent=one,Content-Length=2 | 200 - 0 False False",
+            "GET /2 HTTP/1.1 [a] Host=a,User-Agent=two | 200 - 0 False False",
+            "GET /2 HTTP/1.0 [] Connection=keep-alive | 200 - 0 False False",
+        ], seen);
+    }
+
+    [Fact]
+    public async Task KeepAlive_AbortOnLaterRequest_EarlierRequestsRegistrationsDoNotFire()
+    {
+        var firstCallbackFired = false;
+        var secondAborted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(e =>
+        {
+            if (e.RawTarget == "/1")
+            {
+                // Left registered when the handler returns, as a careless app would.
+                e.RequestAborted.Register(() => firstCallbackFired = true);
+                return Task.CompletedTask;
+            }
+            e.RequestAborted.Register(() => secondAborted.TrySetResult());
+            e.Abort(0);
+            return Task.CompletedTask;
+        });
+        await h.SendAsync("GET /1 HTTP/1.1\r\nHost: h\r\n\r\n");
+        Assert.Equal(200, (await h.ReadResponseAsync()).Status);
+        await h.SendAsync("GET /2 HTTP/1.1\r\nHost: h\r\n\r\n");
+
+        await secondAborted.Task.WaitAsync(TimeSpan.FromSeconds(10));
+        await h.Processing.WaitAsync(TimeSpan.FromSeconds(10));
+        Assert.False(firstCallbackFired);
     }
 }
