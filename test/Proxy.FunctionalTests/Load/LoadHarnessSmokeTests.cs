@@ -28,7 +28,7 @@ public sealed class LoadBackendFixture : IAsyncLifetime
 
     /// <summary>
     /// One request per endpoint before any run: the first TLS handshake of a cold process can take longer than a
-    /// whole 0.8 s smoke run on a busy machine, and a run with no completed request is a failure.
+    /// whole 1.5 s smoke run on a busy machine, and a run with no completed request is a failure.
     /// </summary>
     private static async Task ReadyAsync(BenchmarkServer server)
     {
@@ -59,7 +59,7 @@ public sealed class LoadBackendFixture : IAsyncLifetime
 }
 
 /// <summary>
-/// A short run (~0.8 s, no warm-up) of every load scenario through the harness's own command line, so the
+/// A short run (~1.5 s, no warm-up) of every load scenario through the harness's own command line, so the
 /// harness keeps working. Nothing here measures speed: each run must complete requests with zero errors, zero
 /// lost SSE events and no reconnects, and append its JSON object.
 /// </summary>
@@ -96,7 +96,7 @@ public sealed class LoadHarnessSmokeTests(LoadBackendFixture backend) : IClassFi
         };
         string[] args =
         [
-            "run", "--scenario", scenario, "--url", url.ToString(), "--warmup", "0", "--duration", "0.8",
+            "run", "--scenario", scenario, "--url", url.ToString(), "--warmup", "0", "--duration", "1.5",
             "--label", kind.ToString(), "--target-pid", Environment.ProcessId.ToString(), "--json", _json,
             "--no-progress", "--no-header", .. extra,
         ];
