@@ -105,16 +105,13 @@ internal partial class RequestFeatures :
 
         var connection = exchange.Connection;
         ConnectionId = connection.ConnectionId;
-        if (connection.LocalEndPoint is IPEndPoint local)
-        {
-            LocalIpAddress = local.Address;
-            LocalPort = local.Port;
-        }
-        if (connection.RemoteEndPoint is IPEndPoint remote)
-        {
-            RemoteIpAddress = remote.Address;
-            RemotePort = remote.Port;
-        }
+        // Always written: on a reused (keep-alive) instance an app may have changed them (e.g. forwarded headers).
+        var local = connection.LocalEndPoint as IPEndPoint;
+        LocalIpAddress = local?.Address;
+        LocalPort = local?.Port ?? 0;
+        var remote = connection.RemoteEndPoint as IPEndPoint;
+        RemoteIpAddress = remote?.Address;
+        RemotePort = remote?.Port ?? 0;
     }
 
     private static void FillRequestHeaders(HeaderDictionary headers, HttpExchange exchange)
