@@ -151,6 +151,10 @@ app.MapGet("/sse", async (HttpContext context, int? n, int? ms) =>
     }
 });
 
+// Allocation and GC counters of this process, for per-request figures (read before and after a run).
+app.MapGet("/gcstats", () => Results.Text(
+    $"{GC.CollectionCount(0)} {GC.CollectionCount(1)} {GC.CollectionCount(2)} {GC.GetTotalAllocatedBytes(precise: true)}\n"));
+
 new EchoService().Map(app);
 await app.RunAsync();
 return 0;
