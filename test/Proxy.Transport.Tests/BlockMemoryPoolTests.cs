@@ -23,6 +23,21 @@ public class BlockMemoryPoolTests
     }
 
     [Fact]
+    public void Rent_SeveralKept_LastReturnedComesFirst()
+    {
+        var pool = new BlockMemoryPool(blockSize: 1024);
+        var a = pool.Rent();
+        var b = pool.Rent();
+        var arrayB = GetArray(b.Memory);
+        a.Dispose();
+        b.Dispose();
+
+        using var next = pool.Rent();
+
+        Assert.Same(arrayB, GetArray(next.Memory)); // the warmest block, not the coldest
+    }
+
+    [Fact]
     public void Rent_AnySizeUpToMax_ReturnsAWholeArrayBackedBlock()
     {
         var pool = new BlockMemoryPool(blockSize: 4096);

@@ -1,5 +1,3 @@
-using System.Collections.Concurrent;
-
 namespace Proxy.Transport.Buffers;
 
 // Thread-safe: any thread rents, any thread returns (by disposing the block it rented).
@@ -20,10 +18,13 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     /// <summary>Bytes kept for reuse by default: the output of about 64 connections at 1 MiB each.</summary>
     public const long DefaultMaxRetainedBytes = 64L * 1024 * 1024;
 
-    private readonly ConcurrentQueue<Block> _free = new();
+    // NOTE: last in, first out. The block returned last is the one most likely still in the CPU cache; a queue
+    // handed out the coldest block, and the first touch of each block (its header, then the copy into it) showed
+    // in profiles as a few percent of the server's time.
+    private readonly Stack<Block> _free = new();
+    private readonly Lock _lock = new();
     private readonly int _blockSize;
     private readonly int _maxRetainedBlocks;
-    private int _retainedBlocks; // blocks in _free, counted before enqueue so the bound holds under races
 
     /// <summary>Creates a pool of <paramref name="blockSize"/>-byte blocks keeping at most <paramref name="maxRetainedBytes"/> for reuse.</summary>
     public BlockMemoryPool(int blockSize = DefaultBlockSize, long maxRetainedBytes = DefaultMaxRetainedBytes)
@@ -41,14 +42,27 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     public override int MaxBufferSize => _blockSize;
 
     /// <summary>Blocks currently kept for reuse (tests, diagnostics).</summary>
-    public int RetainedBlocks => Volatile.Read(ref _retainedBlocks);
+    public int RetainedBlocks
+    {
+        get
+        {
+            lock (_lock)
+            {
+                return _free.Count;
+            }
+        }
+    }
 
     public override IMemoryOwner<byte> Rent(int minBufferSize = -1)
     {
         ArgumentOutOfRangeException.ThrowIfGreaterThan(minBufferSize, _blockSize);
-        if (_free.TryDequeue(out var block))
+        Block? block;
+        lock (_lock)
         {
-            Interlocked.Decrement(ref _retainedBlocks);
+            _free.TryPop(out block);
+        }
+        if (block is not null)
+        {
             block.Lease();
             return block;
         }
@@ -59,12 +73,14 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
 
     private void Return(Block block)
     {
-        if (Interlocked.Increment(ref _retainedBlocks) > _maxRetainedBlocks)
+        lock (_lock)
         {
-            Interlocked.Decrement(ref _retainedBlocks);
-            return; // over the bound: the GC takes it
+            if (_free.Count < _maxRetainedBlocks)
+            {
+                _free.Push(block);
+            }
+            // else over the bound: the GC takes it
         }
-        _free.Enqueue(block);
     }
 
     /// <summary>Nothing to release: blocks are managed arrays; rented ones stay valid until their renters dispose them.</summary>
