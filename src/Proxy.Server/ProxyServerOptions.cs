@@ -1,6 +1,7 @@
 using System.Security.Cryptography.X509Certificates;
 using Proxy.Protocols.Http1;
 using Proxy.Protocols.Http2;
+using Proxy.Transport.Buffers;
 using Proxy.Transport.Sockets;
 
 namespace Proxy.Server;
@@ -13,7 +14,8 @@ public sealed class ProxyServerOptions
 
     public Http1Options Http1 { get; set; } = new();
 
-    public Http2Options Http2 { get; set; } = new();
+    /// <summary>HTTP/2 settings; the default instance's response pipes share the output pipes' pool (<see cref="BlockMemoryPool.Default"/>).</summary>
+    public Http2Options Http2 { get; set; } = new() { ResponseMemoryPool = BlockMemoryPool.Default };
 
     public SocketTransportOptions Sockets { get; set; } = new();
 

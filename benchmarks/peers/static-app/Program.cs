@@ -8,6 +8,7 @@
 //   POST /proxy.interop.Echo/Unary -> gRPC echo (src/Proxy.Demo's hand-rolled gRPC layer; Grpc.AspNetCore is not restorable)
 //   GET  /sse?n=&ms=               -> server-sent events: n events (default unbounded), one every ms milliseconds
 //   GET  /static/*                 -> UseStaticFiles over --static DIR (the 10 MB file scenario)
+//   GET  /gcstats                  -> "gen0 gen1 gen2 allocated-bytes" of this process (read before and after a run)
 // --h1 is HTTP/1.1 only, --h2c is HTTP/2 prior knowledge only, --tls is ALPN h2 + http/1.1; a port of 0 skips it.
 // Logging is off apart from warnings. Not part of Proxy.sln: the script builds it on its own.
 using System.Net;
@@ -150,6 +151,10 @@ app.MapGet("/sse", async (HttpContext context, int? n, int? ms) =>
         }
     }
 });
+
+// Allocation and GC counters of this process, for per-request figures (read before and after a run).
+app.MapGet("/gcstats", () => Results.Text(
+    $"{GC.CollectionCount(0)} {GC.CollectionCount(1)} {GC.CollectionCount(2)} {GC.GetTotalAllocatedBytes(precise: true)}\n"));
 
 new EchoService().Map(app);
 await app.RunAsync();

@@ -53,4 +53,10 @@ public sealed class Http2Options
     public TimeSpan ShutdownDrainTimeout { get; set; } = TimeSpan.FromSeconds(30);
     /// <summary>Largest response body bytes a stream may have queued for the writer before its FlushAsync waits.</summary>
     public int MaxStreamOutputBufferSize { get; set; } = 64 * 1024;
+    /// <summary>
+    /// Pool of the response pipes' segments; null uses <see cref="ArrayPool{T}.Shared"/>. The server
+    /// passes a pool that keeps blocks (its output pipes' pool): eight streams of a large download hold 512 KiB,
+    /// more than ArrayPool.Shared keeps per size, so the default pool turns most of their segments into allocations.
+    /// </summary>
+    public MemoryPool<byte>? ResponseMemoryPool { get; set; }
 }

@@ -45,7 +45,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     internal static PipeOptions CreateResponsePipeOptions(Http2Options options)
     {
         var outputLimit = Math.Max(1, options.MaxStreamOutputBufferSize);
-        return new PipeOptions(pauseWriterThreshold: outputLimit, resumeWriterThreshold: Math.Max(1, outputLimit / 2),
+        return new PipeOptions(pool: options.ResponseMemoryPool, pauseWriterThreshold: outputLimit, resumeWriterThreshold: Math.Max(1, outputLimit / 2),
             readerScheduler: PipeScheduler.Inline, useSynchronizationContext: false);
     }
 

@@ -34,6 +34,7 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
             minimumSegmentSize: options.MinReceiveBufferSize,
             useSynchronizationContext: false));
         _output = new Pipe(new PipeOptions(
+            pool: options.OutputMemoryPool,
             pauseWriterThreshold: options.MaxWriteBufferSize,
             resumeWriterThreshold: options.MaxWriteBufferSize / 2,
             useSynchronizationContext: false));

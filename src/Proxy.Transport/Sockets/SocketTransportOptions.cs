@@ -1,3 +1,5 @@
+using Proxy.Transport.Buffers;
+
 namespace Proxy.Transport.Sockets;
 
 /// <summary>Options of the sockets transport.</summary>
@@ -14,6 +16,12 @@ public sealed class SocketTransportOptions
 
     /// <summary>Bytes written by the protocol but not yet sent before its FlushAsync waits (backpressure).</summary>
     public long MaxWriteBufferSize { get; set; } = 1024 * 1024;
+
+    /// <summary>
+    /// Pool of the output pipe's segments. NOTE: the input pipe keeps <see cref="ArrayPool{T}.Shared"/>: a pending
+    /// receive holds its buffer while the connection is idle, and a smaller buffer suits that better.
+    /// </summary>
+    public MemoryPool<byte> OutputMemoryPool { get; set; } = BlockMemoryPool.Default;
 
     /// <summary>Smallest buffer the receive loop asks the pool for.</summary>
     public int MinReceiveBufferSize { get; set; } = 8 * 1024;

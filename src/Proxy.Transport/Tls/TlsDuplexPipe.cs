@@ -17,6 +17,7 @@ internal sealed class TlsDuplexPipe : IDuplexPipe, IAsyncDisposable
         // 16 KiB matches the largest TLS record: one read decrypts one record without splitting.
         Input = PipeReader.Create(sslStream, new StreamPipeReaderOptions(bufferSize: 16 * 1024, minimumReadSize: 4 * 1024, leaveOpen: true));
         _output = new Pipe(new PipeOptions(
+            pool: options.OutputMemoryPool,
             pauseWriterThreshold: options.MaxOutputBufferSize,
             resumeWriterThreshold: options.MaxOutputBufferSize / 2,
             useSynchronizationContext: false));

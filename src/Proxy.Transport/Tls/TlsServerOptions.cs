@@ -1,6 +1,7 @@
 using System.Net.Security;
 using System.Security.Authentication;
 using System.Security.Cryptography.X509Certificates;
+using Proxy.Transport.Buffers;
 
 namespace Proxy.Transport.Tls;
 
@@ -41,6 +42,9 @@ public sealed class TlsServerOptions
 
     /// <summary>Bytes the protocol may have written but not yet encrypted before its FlushAsync waits.</summary>
     public long MaxOutputBufferSize { get; set; } = 1024 * 1024;
+
+    /// <summary>Pool of the output pipe's segments (the plaintext waiting for encryption).</summary>
+    public MemoryPool<byte> OutputMemoryPool { get; set; } = BlockMemoryPool.Default;
 
     /// <summary>Test hook: wraps the SslStream the output pump writes to (to observe write sizes).</summary>
     internal Func<Stream, Stream>? OutputStreamWrapper { get; set; }

@@ -1,0 +1,135 @@
+using System.Buffers;
+using System.IO.Pipelines;
+using System.Runtime.InteropServices;
+using Proxy.Transport.Buffers;
+
+namespace Proxy.Transport.Tests;
+
+public class BlockMemoryPoolTests
+{
+    [Fact]
+    public void Rent_AfterDispose_ReusesTheSameBlock()
+    {
+        var pool = new BlockMemoryPool(blockSize: 1024);
+        var first = pool.Rent(100);
+        var array = GetArray(first.Memory);
+        first.Dispose();
+        Assert.Equal(1, pool.RetainedBlocks);
+
+        var second = pool.Rent(1024);
+
+        Assert.Same(array, GetArray(second.Memory));
+        Assert.Equal(0, pool.RetainedBlocks);
+    }
+
+    [Fact]
+    public void Rent_SeveralKept_LastReturnedComesFirst()
+    {
+        var pool = new BlockMemoryPool(blockSize: 1024);
+        var a = pool.Rent();
+        var b = pool.Rent();
+        var arrayB = GetArray(b.Memory);
+        a.Dispose();
+        b.Dispose();
+
+        using var next = pool.Rent();
+
+        Assert.Same(arrayB, GetArray(next.Memory)); // the warmest block, not the coldest
+    }
+
+    [Fact]
+    public void Rent_AnySizeUpToMax_ReturnsAWholeArrayBackedBlock()
+    {
+        var pool = new BlockMemoryPool(blockSize: 4096);
+        using var small = pool.Rent(1);
+        using var any = pool.Rent();
+
+        Assert.Equal(4096, pool.MaxBufferSize);
+        Assert.Equal(4096, small.Memory.Length);
+        Assert.Equal(4096, any.Memory.Length);
+        // The socket send loop gathers segments as arrays: blocks must be array-backed.
+        Assert.True(MemoryMarshal.TryGetArray<byte>(small.Memory, out var segment) && segment.Offset == 0);
+    }
+
+    [Fact]
+    public void Rent_LargerThanBlock_Throws()
+    {
+        var pool = new BlockMemoryPool(blockSize: 1024);
+        Assert.Throws<ArgumentOutOfRangeException>(() => pool.Rent(1025));
+    }
+
+    [Fact]
+    public void Dispose_Twice_BlockKeptOnce()
+    {
+        var pool = new BlockMemoryPool(blockSize: 1024);
+        var block = pool.Rent();
+        block.Dispose();
+        block.Dispose();
+
+        Assert.Equal(1, pool.RetainedBlocks);
+        using var a = pool.Rent();
+        using var b = pool.Rent();
+        Assert.NotSame(GetArray(a.Memory), GetArray(b.Memory)); // never handed out twice
+    }
+
+    [Fact]
+    public void Dispose_BeyondRetainedBound_BlockDropped()
+    {
+        var pool = new BlockMemoryPool(blockSize: 1024, maxRetainedBytes: 2 * 1024);
+        var blocks = Enumerable.Range(0, 5).Select(_ => pool.Rent()).ToList();
+        foreach (var block in blocks)
+        {
+            block.Dispose();
+        }
+        Assert.Equal(2, pool.RetainedBlocks);
+    }
+
+    [Fact]
+    public async Task Pipe_MegabyteThroughput_SegmentsComeBackToThePool()
+    {
+        var pool = new BlockMemoryPool(blockSize: 16 * 1024);
+        var pipe = new Pipe(new PipeOptions(pool: pool, pauseWriterThreshold: 0));
+        var chunk = new byte[16 * 1024];
+        for (var i = 0; i < 64; i++)
+        {
+            chunk.AsSpan().Fill((byte)i);
+            pipe.Writer.Write(chunk);
+        }
+        await pipe.Writer.FlushAsync();
+        var result = await pipe.Reader.ReadAsync();
+        Assert.Equal(1024 * 1024, result.Buffer.Length);
+        Assert.Equal(37, result.Buffer.Slice(37 * 16 * 1024, 1).FirstSpan[0]);
+        pipe.Reader.AdvanceTo(result.Buffer.End);
+
+        // Every block the pipe held is back (the pipe may keep its current write block).
+        Assert.InRange(pool.RetainedBlocks, 63, 64);
+        await pipe.Writer.CompleteAsync();
+        await pipe.Reader.CompleteAsync();
+    }
+
+    [Fact]
+    public async Task RentAndDispose_ManyThreads_NoBlockSharedBetweenRenters()
+    {
+        var pool = new BlockMemoryPool(blockSize: 64);
+        var failures = 0;
+        await Task.WhenAll(Enumerable.Range(0, 4).Select(worker => Task.Run(() =>
+        {
+            for (var i = 0; i < 20_000; i++)
+            {
+                using var block = pool.Rent();
+                var span = block.Memory.Span;
+                span.Fill((byte)worker);
+                if (span.IndexOfAnyExcept((byte)worker) >= 0)
+                {
+                    Interlocked.Increment(ref failures);
+                }
+            }
+        }))).WaitAsync(Net.Patience);
+
+        Assert.Equal(0, failures);
+        Assert.InRange(pool.RetainedBlocks, 1, 4);
+    }
+
+    private static byte[] GetArray(Memory<byte> memory)
+        => MemoryMarshal.TryGetArray<byte>(memory, out var segment) ? segment.Array! : throw new InvalidOperationException("not array-backed");
+}
