@@ -144,9 +144,15 @@ function bidiHeadersFirst(client) {
 }
 
 function deadline(client, options) {
-  const started = Date.now();
-  const call = client.Wait({ call_id: options.callId, replies_first: 0 }, { deadline: new Date(started + options.deadlineMs) });
-  return collectStream(call).then((result) => ({ ...result, elapsedMs: Date.now() - started }));
+  // Connect first (TCP, TLS, HTTP/2 preface): on a busy machine a cold handshake can outlast a 300 ms
+  // deadline, and the call would then end on the client without ever reaching the server under test.
+  return new Promise((resolve, reject) => {
+    client.waitForReady(new Date(Date.now() + 10000), (error) => (error ? reject(error) : resolve()));
+  }).then(() => {
+    const started = Date.now();
+    const call = client.Wait({ call_id: options.callId, replies_first: 0 }, { deadline: new Date(started + options.deadlineMs) });
+    return collectStream(call).then((result) => ({ ...result, elapsedMs: Date.now() - started }));
+  });
 }
 
 // Wait with no deadline and no reply first: the call ends however the other side (or a proxy) ends it.
