@@ -410,7 +410,8 @@ internal sealed class FrameWriterLoop
         }
         if (!hasRead)
         {
-            return false;
+            // Body bytes written before a SendFileAsync went first; the file follows once the pipe is empty.
+            return stream.PendingFile is { } file && ServiceFile(stream, file);
         }
         if (!buffer.IsEmpty)
         {
@@ -419,15 +420,7 @@ internal sealed class FrameWriterLoop
             if (allowed <= 0)
             {
                 reader.AdvanceTo(buffer.Start);
-                if (stream.SendWindow <= 0)
-                {
-                    stream.BlockedOnStreamWindow = true;
-                }
-                else if (!stream.InConnectionBlockedList)
-                {
-                    stream.InConnectionBlockedList = true;
-                    _connectionBlocked.Add(stream);
-                }
+                WaitForWindow(stream);
                 return false;
             }
             var chunk = buffer.Slice(0, allowed);
@@ -441,7 +434,8 @@ internal sealed class FrameWriterLoop
                 StopStream(stream, wasReset: false);
                 return false;
             }
-            return allowed < buffer.Length || completed;
+            // A file handed over after these bytes is next (its signal may have been the one this turn consumed).
+            return allowed < buffer.Length || completed || stream.PendingFile is not null;
         }
         reader.AdvanceTo(buffer.End);
         if (completed)
@@ -458,8 +452,77 @@ internal sealed class FrameWriterLoop
                 Http2FrameWriter.WriteData(_output, stream.StreamId, ReadOnlySpan<byte>.Empty, endStream: true);
             }
             StopStream(stream, wasReset: false);
+            return false;
         }
-        return false;
+        return stream.PendingFile is { } pending && ServiceFile(stream, pending);
+    }
+
+    /// <summary>A stream with data but no window: it is scheduled again by the WINDOW_UPDATE (stream or connection) it waits for.</summary>
+    private void WaitForWindow(Http2Stream stream)
+    {
+        if (stream.SendWindow <= 0)
+        {
+            stream.BlockedOnStreamWindow = true;
+        }
+        else if (!stream.InConnectionBlockedList)
+        {
+            stream.InConnectionBlockedList = true;
+            _connectionBlocked.Add(stream);
+        }
+    }
+
+    // The smallest file read worth a frame when the current output block is nearly full: below it, start a new block.
+    private const int MinFileFrame = 4096;
+
+    /// <summary>
+    /// One DATA frame of a file the app handed over (<see cref="Http2Stream.SendFileAsync"/>): the payload is read from
+    /// the file straight into the transport's memory behind the frame header, within the windows and the peer's max
+    /// frame size, and sized to the output block so one read fills one frame. Returns true when more can go now.
+    /// </summary>
+    private bool ServiceFile(Http2Stream stream, Http2Stream.FileOutput file)
+    {
+        if (file.IsEnded)
+        {
+            stream.ClearFile(file); // cancelled or reset on the app's side
+            return false;
+        }
+        var allowed = (int)Math.Min(Math.Min(stream.SendWindow, _connectionWindow), Math.Min(_peerMaxFrameSize, file.Remaining));
+        if (allowed <= 0)
+        {
+            WaitForWindow(stream);
+            return false;
+        }
+        var span = _output.GetSpan(Http2FrameHeader.Size + Math.Min(allowed, MinFileFrame));
+        var payload = span.Slice(Http2FrameHeader.Size, Math.Min(allowed, span.Length - Http2FrameHeader.Size));
+        int read;
+        try
+        {
+            read = RandomAccess.Read(file.Handle, payload, file.Position);
+        }
+        catch (Exception ex)
+        {
+            // The app's SendFileAsync throws it and the engine resets the stream; the connection carries on.
+            stream.ClearFile(file);
+            file.Fail(ex);
+            return false;
+        }
+        if (read > 0)
+        {
+            Http2FrameWriter.WriteFrameHeader(span, new Http2FrameHeader(read, Http2FrameType.Data, Http2FrameFlags.None, stream.StreamId));
+            _output.Advance(Http2FrameHeader.Size + read);
+            stream.SendWindow -= read;
+            _connectionWindow -= read;
+            file.Position += read;
+            file.Remaining -= read;
+        }
+        if (read == 0 || file.Remaining == 0)
+        {
+            // Sent, or the file shrank (the body ends short, as on HTTP/1.1). The app writes or completes next.
+            stream.ClearFile(file);
+            file.End();
+            return false;
+        }
+        return true;
     }
 
     /// <summary>Encodes a field list and writes it as HEADERS plus CONTINUATION frames within the peer's max frame size (RFC 9113 §6.10).</summary>
@@ -550,6 +613,7 @@ internal sealed class FrameWriterLoop
     private void StopStream(Http2Stream stream, bool wasReset)
     {
         stream.OutputStopped = true;
+        stream.EndFileOutput();
         _streamsWithWindow.Remove(stream);
         if (stream.InConnectionBlockedList)
         {
@@ -567,12 +631,14 @@ internal sealed class FrameWriterLoop
         foreach (var stream in _streamsWithWindow.ToArray())
         {
             stream.OutputStopped = true;
+            stream.EndFileOutput();
             stream.ResponseReader.Complete();
         }
         _streamsWithWindow.Clear();
         while (_ready.TryDequeue(out var stream))
         {
             stream.OutputStopped = true;
+            stream.EndFileOutput();
             stream.ResponseReader.Complete();
         }
     }

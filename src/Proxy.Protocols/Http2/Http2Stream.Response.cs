@@ -1,5 +1,6 @@
 using System.Buffers;
 using System.Globalization;
+using Microsoft.Win32.SafeHandles;
 using Proxy.Codecs.Http2;
 
 namespace Proxy.Protocols.Http2;
@@ -73,6 +74,7 @@ internal sealed partial class Http2Stream
         // normally between this call and the RST_STREAM message.
         _abortRequested = true;
         Interlocked.Exchange(ref _responseCompleted, 1);
+        EndFileOutput();
         // NOTE: the response pipe stays open: once the writer loop stops the stream it completes the
         // reader, so later app writes are dropped and flushes report IsCompleted instead of throwing.
         _connection.EnqueueFromProducer(WriterMessage.RstStream(StreamId, this, (Http2ErrorCode)errorCode, isControl: false, skipIfEnded: true));
@@ -84,6 +86,87 @@ internal sealed partial class Http2Stream
         {
             // An app callback threw; the abort still stands.
         }
+    }
+
+    /// <summary>
+    /// The writer loop reads the file straight into DATA frames in the connection's output, one frame per turn within
+    /// the windows, until the range is sent: the bytes are copied once (file to output, as for HTTP/1.1) instead of
+    /// file to response pipe to output, and the app and the writer loop do not hand off every 64 KiB. On this
+    /// machine that hand-off and copy made a 10 MB static file over h2c cost 1.3-1.7x its HTTP/1.1 CPU.
+    /// </summary>
+    /// <remarks>
+    /// NOTE: the writer loop reads synchronously, so a read that waits on a disk (not the page cache) holds up the
+    /// connection's other streams for that read; nginx's sendfile has the same trade. The handle stays the caller's:
+    /// the loop is done with it when this returns normally; after a cancellation or a reset it may still be inside
+    /// one read, which a closed SafeFileHandle turns into an exception the loop absorbs.
+    /// </remarks>
+    public override async ValueTask SendFileAsync(SafeFileHandle file, long offset, long count, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(file);
+        ArgumentOutOfRangeException.ThrowIfNegative(offset);
+        ArgumentOutOfRangeException.ThrowIfNegative(count);
+        cancellationToken.ThrowIfCancellationRequested();
+        // The bytes written before go first: the flush starts the response and publishes them to the writer loop.
+        var flush = await _responseBodyWriter.FlushAsync(cancellationToken);
+        if (flush.IsCanceled)
+        {
+            throw new OperationCanceledException("The response flush was canceled.");
+        }
+        if (flush.IsCompleted || count == 0)
+        {
+            return; // the client is gone, or nothing to send
+        }
+        var output = new FileOutput(file, offset, count);
+        Interlocked.Exchange(ref _fileOutput, output); // a full fence: the reset check below cannot move above it
+        if (_abortRequested || _outputReleased)
+        {
+            output.End(); // reset while handing over: nobody else will end it
+        }
+        using var registration = cancellationToken.UnsafeRegister(static (state, token) =>
+        {
+            var stream = (Http2Stream)state!;
+            if (Volatile.Read(ref stream._fileOutput) is { } pending && pending.TryCancel(token))
+            {
+                stream.SignalOutput(); // let the writer loop drop it now
+            }
+        }, this);
+        SignalOutput();
+        await output.Completion;
+    }
+
+    /// <summary>Ends a pending <see cref="SendFileAsync"/> as "client gone" (the stream will send nothing more).</summary>
+    internal void EndFileOutput()
+    {
+        if (Interlocked.Exchange(ref _fileOutput, null) is { } pending)
+        {
+            pending.End();
+        }
+    }
+
+    /// <summary>Writer loop: the file being sent, if any and not already ended.</summary>
+    internal FileOutput? PendingFile => Volatile.Read(ref _fileOutput);
+
+    /// <summary>Writer loop: the file is done (sent, failed, cancelled); clears it unless the app already moved on.</summary>
+    internal void ClearFile(FileOutput file) => Interlocked.CompareExchange(ref _fileOutput, null, file);
+
+    /// <summary>
+    /// A file range handed from the app to the writer loop. Position and Remaining are the writer loop's; the
+    /// completion is set once, by the loop (sent, shrank, failed) or by the app's side (cancelled, stream ended).
+    /// </summary>
+    internal sealed class FileOutput(SafeFileHandle handle, long offset, long count)
+    {
+        // Continuations run on the thread pool: never app code on the writer loop.
+        private readonly TaskCompletionSource _completion = new(TaskCreationOptions.RunContinuationsAsynchronously);
+
+        public SafeFileHandle Handle { get; } = handle;
+        public long Position { get; set; } = offset;
+        public long Remaining { get; set; } = count;
+        public Task Completion => _completion.Task;
+        public bool IsEnded => _completion.Task.IsCompleted;
+
+        public void End() => _completion.TrySetResult();
+        public void Fail(Exception error) => _completion.TrySetException(error);
+        public bool TryCancel(CancellationToken token) => _completion.TrySetCanceled(token);
     }
 
     /// <summary>Schedules this stream with the writer loop unless it is already scheduled.</summary>

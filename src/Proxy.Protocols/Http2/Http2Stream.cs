@@ -91,6 +91,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     private volatile bool _requestBodyAbandoned;
     private volatile bool _outputReleased; // read loop: the peer will never get more of this response
     private volatile bool _remoteEnded;
+    private FileOutput? _fileOutput;  // app: set by SendFileAsync; cleared by the writer loop when done, or when the stream ends
     private readonly int _streamUpdateThreshold;
 
     public override PipeReader RequestBody => _requestBodyReader;
@@ -187,6 +188,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
         // writer loop's to complete.
         _outputReleased = true;
         _responsePipe.Writer.CancelPendingFlush();
+        EndFileOutput();
         ThreadPool.UnsafeQueueUserWorkItem(static cts =>
         {
             try
