@@ -89,6 +89,29 @@ public sealed class SendFileTests : IDisposable
     }
 
     [Fact]
+    public async Task SendFileAsync_AfterTheBodyWasCompleted_ThrowsWithoutSending()
+    {
+        var exchange = Exchange();
+        Exception? thrown = null;
+        await RunAsync(exchange, async context =>
+        {
+            await context.Response.BodyWriter.WriteAsync(new byte[] { 1, 2, 3 });
+            context.Response.BodyWriter.Complete();
+            try
+            {
+                await context.Features.GetRequiredFeature<IHttpResponseBodyFeature>().SendFileAsync(_path, 0, null);
+            }
+            catch (InvalidOperationException e)
+            {
+                thrown = e;
+            }
+        });
+
+        Assert.NotNull(thrown);
+        Assert.Equal(new byte[] { 1, 2, 3 }, await exchange.ReadResponseBodyAsync());
+    }
+
+    [Fact]
     public async Task SendFileAsync_CanceledToken_ThrowsWithoutSending()
     {
         var exchange = Exchange();

@@ -472,7 +472,8 @@ internal sealed class FrameWriterLoop
     }
 
     // The smallest file read worth a frame when the current output block is nearly full: below it, start a new block.
-    private const int MinFileFrame = 4096;
+    // Header plus this fits a 4 KiB block, so a pool of small blocks is never asked for more than it holds.
+    private const int MinFileFrame = 4096 - Http2FrameHeader.Size;
 
     /// <summary>
     /// One DATA frame of a file the app handed over (<see cref="Http2Stream.SendFileAsync"/>): the payload is read from
@@ -504,6 +505,12 @@ internal sealed class FrameWriterLoop
             // The app's SendFileAsync throws it and the engine resets the stream; the connection carries on.
             stream.ClearFile(file);
             file.Fail(ex);
+            return false;
+        }
+        if (file.IsEnded)
+        {
+            // Cancelled or reset during the read: the bytes are not advanced, so nothing of them goes out.
+            stream.ClearFile(file);
             return false;
         }
         if (read > 0)

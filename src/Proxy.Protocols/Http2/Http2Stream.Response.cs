@@ -117,10 +117,10 @@ internal sealed partial class Http2Stream
             return; // the client is gone, or nothing to send
         }
         var output = new FileOutput(file, offset, count);
-        Interlocked.Exchange(ref _fileOutput, output); // a full fence: the reset check below cannot move above it
-        if (_abortRequested || _outputReleased)
+        Interlocked.Exchange(ref _fileOutput, output); // a full fence: the check below cannot move above it
+        if (_fileOutputClosed)
         {
-            output.End(); // reset while handing over: nobody else will end it
+            output.End(); // the stream ended while handing over: nobody else will end it
         }
         using var registration = cancellationToken.UnsafeRegister(static (state, token) =>
         {
@@ -134,9 +134,13 @@ internal sealed partial class Http2Stream
         await output.Completion;
     }
 
-    /// <summary>Ends a pending <see cref="SendFileAsync"/> as "client gone" (the stream will send nothing more).</summary>
+    /// <summary>
+    /// The stream will send nothing more (app abort, reset or connection closing on the read loop, the writer loop
+    /// stopping it): ends a pending <see cref="SendFileAsync"/> as "client gone", and any later one at once.
+    /// </summary>
     internal void EndFileOutput()
     {
+        _fileOutputClosed = true;
         if (Interlocked.Exchange(ref _fileOutput, null) is { } pending)
         {
             pending.End();
@@ -179,7 +183,11 @@ internal sealed partial class Http2Stream
     }
 
     /// <summary>Writer loop: called before it looks at the stream's output, so any later flush signals again.</summary>
-    internal void ClearOutputSignal() => Volatile.Write(ref _outputSignaled, 0);
+    /// <remarks>
+    /// NOTE: a full fence, so the loop's reads of the stream's output after it (pipe, <see cref="PendingFile"/>) cannot
+    /// move before it: a producer that found the flag still set must have its output seen by this turn.
+    /// </remarks>
+    internal void ClearOutputSignal() => Interlocked.Exchange(ref _outputSignaled, 0);
 
     /// <summary>
     /// Lowercases names and drops connection-specific fields the app may have set: RFC 9113 §8.2.2 forbids

@@ -92,6 +92,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     private volatile bool _outputReleased; // read loop: the peer will never get more of this response
     private volatile bool _remoteEnded;
     private FileOutput? _fileOutput;  // app: set by SendFileAsync; cleared by the writer loop when done, or when the stream ends
+    private volatile bool _fileOutputClosed; // set by whichever side ends the stream's output for good
     private readonly int _streamUpdateThreshold;
 
     public override PipeReader RequestBody => _requestBodyReader;

@@ -116,6 +116,7 @@ internal partial class RequestFeatures :
             ArgumentOutOfRangeException.ThrowIfGreaterThan(n, length - offset, nameof(count));
         }
         cancellationToken.ThrowIfCancellationRequested();
+        _bodyWriter.ThrowIfCompleted();
         await StartResponseAsync(cancellationToken).ConfigureAwait(false);
         await Exchange.SendFileAsync(file, offset, count ?? length - offset, cancellationToken).ConfigureAwait(false);
     }

@@ -122,7 +122,7 @@ internal sealed class ResponseBodyWriter(RequestFeatures owner) : PipeWriter
 
     private bool UseBuffer() => !owner.HasStarted;
 
-    private void ThrowIfCompleted()
+    internal void ThrowIfCompleted()
     {
         if (_completed)
         {
