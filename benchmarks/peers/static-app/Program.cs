@@ -9,6 +9,8 @@
 //   GET  /sse?n=&ms=               -> server-sent events: n events (default unbounded), one every ms milliseconds
 //   GET  /static/*                 -> UseStaticFiles over --static DIR (the 10 MB file scenario)
 //   GET  /gcstats                  -> "gen0 gen1 gen2 allocated-bytes" of this process (read before and after a run)
+//   GET  /allocs?top=N             -> the N types allocated most since the previous call, from the runtime's
+//                                     allocation sampling (one event per ~100 KB allocated; shares, not exact bytes)
 // --h1 is HTTP/1.1 only, --h2c is HTTP/2 prior knowledge only, --tls is ALPN h2 + http/1.1; a port of 0 skips it.
 // Logging is off apart from warnings. Not part of Proxy.sln: the script builds it on its own.
 using System.Net;
@@ -156,6 +158,9 @@ app.MapGet("/sse", async (HttpContext context, int? n, int? ms) =>
 app.MapGet("/gcstats", () => Results.Text(
     $"{GC.CollectionCount(0)} {GC.CollectionCount(1)} {GC.CollectionCount(2)} {GC.GetTotalAllocatedBytes(precise: true)}\n"));
 
+var allocations = new AllocationSampler();
+app.MapGet("/allocs", (int? top) => Results.Text(allocations.TakeReport(top ?? 25)));
+
 new EchoService().Map(app);
 await app.RunAsync();
 return 0;
@@ -182,5 +187,49 @@ internal sealed record AppArgs(string Server, int H1, int H2c, int Tls, string? 
             }
         }
         return new AppArgs(server, h1, h2c, tls, cert, staticDir);
+    }
+}
+
+/// <summary>
+/// Listens to the runtime's GCAllocationTick events (GC keyword, verbose: one per ~100 KB allocated, naming the type
+/// of the allocation that crossed the mark) and counts them per type: a sampled picture of what a run allocates.
+/// </summary>
+internal sealed class AllocationSampler : System.Diagnostics.Tracing.EventListener
+{
+    private readonly Dictionary<string, long> _bytes = new();
+
+    protected override void OnEventSourceCreated(System.Diagnostics.Tracing.EventSource source)
+    {
+        if (source.Name == "Microsoft-Windows-DotNETRuntime")
+        {
+            EnableEvents(source, System.Diagnostics.Tracing.EventLevel.Verbose, (System.Diagnostics.Tracing.EventKeywords)0x1);
+        }
+    }
+
+    protected override void OnEventWritten(System.Diagnostics.Tracing.EventWrittenEventArgs e)
+    {
+        if (e.EventName is not { } name || !name.StartsWith("GCAllocationTick", StringComparison.Ordinal) || e.PayloadNames is null)
+        {
+            return;
+        }
+        var type = e.Payload![e.PayloadNames.IndexOf("TypeName")] as string ?? "?";
+        var amount = Convert.ToInt64(e.Payload[e.PayloadNames.IndexOf("AllocationAmount")]);
+        lock (_bytes)
+        {
+            _bytes[type] = _bytes.GetValueOrDefault(type) + amount;
+        }
+    }
+
+    public string TakeReport(int top)
+    {
+        lock (_bytes)
+        {
+            var total = Math.Max(1, _bytes.Values.Sum());
+            var lines = _bytes.OrderByDescending(p => p.Value).Take(top)
+                .Select(p => $"{100.0 * p.Value / total,6:F1}%  {p.Key}");
+            var report = $"sampled {total} bytes\n" + string.Join("\n", lines) + "\n";
+            _bytes.Clear();
+            return report;
+        }
     }
 }

@@ -60,7 +60,7 @@ internal partial class RequestFeatures :
         InitializeRequest();
     }
 
-    public HttpExchange Exchange { get; }
+    public HttpExchange Exchange { get; private set; }
 
     /// <summary>The collection handed to IHttpApplication.CreateContext: this object.</summary>
     public IFeatureCollection Features => this;
@@ -71,8 +71,15 @@ internal partial class RequestFeatures :
     /// Readies the features for the next request on the same exchange (HTTP/1.1 keep-alive): the previous
     /// request's handler has returned, its response is complete and its OnCompleted callbacks have run.
     /// </summary>
-    public void ResetForNextRequest()
+    public void ResetForNextRequest() => ResetForExchange(Exchange);
+
+    /// <summary>
+    /// Readies the features for another exchange of the same connection (the next HTTP/2 stream): the request
+    /// they served has ended as for <see cref="ResetForNextRequest"/>. The connection (TLS, addresses) is the same.
+    /// </summary>
+    public void ResetForExchange(HttpExchange exchange)
     {
+        Exchange = exchange;
         _requestBodyOverride = null;
         _requestTrailers = null;
         _requestAborted = null;
@@ -101,7 +108,7 @@ internal partial class RequestFeatures :
         QueryString = _splitQuery;
         FillRequestHeaders(_requestHeaders, exchange);
         Headers = _requestHeaders;
-        _bodyReader.Reset(_options.MaxRequestBodySize);
+        _bodyReader.Reset(exchange, _options.MaxRequestBodySize);
 
         var connection = exchange.Connection;
         ConnectionId = connection.ConnectionId;
