@@ -183,6 +183,21 @@ internal sealed class FrameWriterLoop
         {
             _connection.OnControlFrameDequeued();
         }
+        if (message.Stream is { } target)
+        {
+            if (target.StreamId != message.StreamId)
+            {
+                // Queued for an earlier life of a pooled stream (a late output signal): that life ended normally,
+                // so its output is over. A reset the read loop asked for still goes out; an app's is skipped, as
+                // for any stream that already ended.
+                if (message.Kind == WriterMessageKind.RstStream && !message.Flag)
+                {
+                    Http2FrameWriter.WriteRstStream(_output, message.StreamId, message.ErrorCode);
+                }
+                return;
+            }
+            Adopt(target);
+        }
         switch (message.Kind)
         {
             case WriterMessageKind.StreamOutput:
@@ -246,10 +261,31 @@ internal sealed class FrameWriterLoop
 
     private void Schedule(Http2Stream stream)
     {
+        Adopt(stream);
         if (!stream.OutputStopped && !stream.InReadyQueue)
         {
             stream.InReadyQueue = true;
             _ready.Enqueue(stream);
+        }
+    }
+
+    /// <summary>
+    /// A pooled stream in a new life (its id changed): the writer loop's own fields of the previous life are reset
+    /// here, by their owner, the first time the loop meets the stream again. InReadyQueue is kept: it says whether
+    /// the stream object is in the ready queue, whatever life queued it.
+    /// </summary>
+    private static void Adopt(Http2Stream stream)
+    {
+        var id = stream.StreamId;
+        if (stream.WriterStreamId != id)
+        {
+            stream.WriterStreamId = id;
+            stream.SendWindow = 0;
+            stream.SendWindowInitialized = false;
+            stream.HeadersSent = false;
+            stream.OutputStopped = false;
+            stream.BlockedOnStreamWindow = false;
+            stream.InConnectionBlockedList = false; // StopStream took it out of the list in the previous life
         }
     }
 
@@ -365,6 +401,7 @@ internal sealed class FrameWriterLoop
     private bool ServiceStream(Http2Stream stream)
     {
         LoopOwner.Assert(this, "FrameWriterLoop.ServiceStream");
+        Adopt(stream); // a ready-queue entry may be from the stream's previous life
         // The read loop flags a reset stream before its StopStream message is queued: do not write a response the
         // peer already cancelled (RFC 9113 §5.1: no frames but PRIORITY on a closed stream).
         if (stream.OutputStopped || stream.AbortRequested || stream.OutputReleased || _dropStreamOutput)

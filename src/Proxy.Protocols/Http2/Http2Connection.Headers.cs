@@ -250,7 +250,16 @@ public sealed partial class Http2Connection
                 countTowardRapidReset: _ourSettingsAcknowledged);
             return;
         }
-        var stream = new Http2Stream(this, _handler, streamId, _options.InitialStreamWindowSize) { Connection = _metadata };
+        Http2Stream stream;
+        if (_streamPool.TryPop(out var pooled))
+        {
+            pooled.Reuse(streamId);
+            stream = pooled;
+        }
+        else
+        {
+            stream = new Http2Stream(this, _handler, streamId, _options.InitialStreamWindowSize) { Connection = _metadata };
+        }
         stream.InitializeRequest(_headerCollector, endStream);
         _streams.Add(streamId, stream);
         _liveHandlers.Add(stream);

@@ -514,12 +514,29 @@ public sealed partial class Http2Connection
             _activeStreams--; // already out of the table: the slot is free now
         }
         ResetIfRequestUnfinished(stream);
+        TryPool(stream);
     }
 
     private void RemoveClosedStream(Http2Stream stream)
     {
         RemoveStream(stream);
+        stream.ClosedNormally = true;
         AfterStreamClosed();
+        TryPool(stream);
+    }
+
+    /// <summary>
+    /// A stream closed by END_STREAM both ways, whose handler finished and whose output the writer loop stopped,
+    /// goes back to the pool (the last of the three events gets here). Reset or aborted streams never do: stale
+    /// cancellations or frames could reach their next life.
+    /// </summary>
+    private void TryPool(Http2Stream stream)
+    {
+        if (stream.ClosedNormally && stream.HandlerFinished && stream.OutputEnded && _streamPool.Count < MaxPooledStreams
+            && !_streams.ContainsKey(stream.StreamId) && stream.TryResetForPool())
+        {
+            _streamPool.Push(stream);
+        }
     }
 
     private void AfterStreamClosed()

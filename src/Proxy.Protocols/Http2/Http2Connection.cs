@@ -35,6 +35,15 @@ public sealed partial class Http2Connection
     // ---- Owned by the read loop ----
     private readonly Dictionary<int, Http2Stream> _streams = new();
     private readonly HashSet<Http2Stream> _liveHandlers = new();
+    // Streams that closed normally, reset for their next use (read loop only). Bounded by MaxPooledStreams.
+    private readonly Stack<Http2Stream> _streamPool = new();
+
+    /// <summary>
+    /// Finished streams a connection keeps for its next ones: each saves two Pipes, the stream and its readers,
+    /// writers, lists and token source (about 2 KB per request). Kestrel keeps up to 100; we keep 32, so a
+    /// connection that once ran many streams at once does not hold them all.
+    /// </summary>
+    private const int MaxPooledStreams = 32;
     /// <summary>Streams that hold a SETTINGS_MAX_CONCURRENT_STREAMS slot: in the table, or reset but their handler still runs.</summary>
     private int _activeStreams;
     /// <summary>Streams we reset: their in-flight frames are ignored (RFC 9113 §5.4.2).</summary>
@@ -86,6 +95,7 @@ public sealed partial class Http2Connection
         _recentlyReset = new RecentStreamIds(Math.Max(100, 2 * options.MaxConcurrentStreams));
         _recentlyClosed = new RecentStreamIds(Math.Max(100, 2 * options.MaxConcurrentStreams));
         _headerCollector = new RequestHeaderCollector(options.MaxHeaderListSize, options.MaxHeaderCount);
+        RequestPipeOptions = Http2Stream.CreateRequestPipeOptions(options);
         ResponsePipeOptions = Http2Stream.CreateResponsePipeOptions(options);
         _connectionReceiveWindow = Math.Max(65_535, options.InitialConnectionWindowSize);
         _connectionUpdateThreshold = Math.Max(1, _connectionReceiveWindow / 2);
@@ -106,6 +116,7 @@ public sealed partial class Http2Connection
     }
 
     /// <summary>Shared by the response pipes of this connection's streams (immutable).</summary>
+    internal PipeOptions RequestPipeOptions { get; }
     internal PipeOptions ResponsePipeOptions { get; }
 
     /// <summary>The connection's metadata, as given by the host.</summary>

@@ -252,6 +252,13 @@ internal sealed partial class Http2Stream
             _inner = inner;
         }
 
+        /// <summary>Pooled stream: readies the reader for the next request (its pipe was reset).</summary>
+        public void Reset()
+        {
+            _lastBuffer = default;
+            _completed = 0;
+        }
+
         public override void AdvanceTo(SequencePosition consumed) => AdvanceTo(consumed, consumed);
 
         public override void AdvanceTo(SequencePosition consumed, SequencePosition examined)
@@ -309,6 +316,9 @@ internal sealed partial class Http2Stream
             _stream = stream;
             _inner = inner;
         }
+
+        /// <summary>Pooled stream: readies the writer for the next response (its pipe was reset).</summary>
+        public void Reset() => _lastBufferDiscarded = false;
 
         /// <summary>A reset or closed stream takes no more output.</summary>
         private bool OutputClosed => _stream._abortRequested || _stream._outputReleased || _stream._abortedCts.IsCancellationRequested;

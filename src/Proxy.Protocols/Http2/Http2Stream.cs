@@ -12,7 +12,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
 {
     private readonly Http2Connection _connection;
     private readonly IHttpRequestHandler _handler;
-    private readonly CancellationTokenSource _abortedCts = new();
+    private CancellationTokenSource _abortedCts = new();
     private readonly Pipe _requestPipe;
     private readonly Pipe _responsePipe;
     private readonly RequestBodyReader _requestBodyReader;
@@ -22,20 +22,24 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     {
         _connection = connection;
         _handler = handler;
-        StreamId = streamId;
+        _streamId = streamId;
         Protocol = "HTTP/2";
+        _initialReceiveWindow = initialReceiveWindow;
         _receiveWindow = initialReceiveWindow;
         _streamUpdateThreshold = Math.Max(1, initialReceiveWindow / 2);
-        _requestPipe = new Pipe(RequestPipeOptions);
+        _requestPipe = new Pipe(connection.RequestPipeOptions);
         _responsePipe = new Pipe(connection.ResponsePipeOptions);
         _requestBodyReader = new RequestBodyReader(this, _requestPipe.Reader);
         _responseBodyWriter = new ResponseBodyWriter(this, _responsePipe.Writer);
     }
 
-    // NOTE: no pause threshold on the request pipe: the read loop must never wait on it. Its size is
-    // bounded by our stream window instead (RFC 9113 §6.9: the peer cannot send beyond it).
-    // PipeOptions are immutable, so one instance serves every stream of every connection.
-    private static readonly PipeOptions RequestPipeOptions = new(pauseWriterThreshold: 0, resumeWriterThreshold: 0, useSynchronizationContext: false);
+    /// <summary>Options of the request pipe, built once per connection (they depend on its options).</summary>
+    /// <remarks>
+    /// NOTE: no pause threshold on the request pipe: the read loop must never wait on it. Its size is
+    /// bounded by our stream window instead (RFC 9113 §6.9: the peer cannot send beyond it).
+    /// </remarks>
+    internal static PipeOptions CreateRequestPipeOptions(Http2Options options)
+        => new(pool: options.StreamMemoryPool, pauseWriterThreshold: 0, resumeWriterThreshold: 0, useSynchronizationContext: false);
 
     /// <summary>
     /// Options of the response pipe, built once per connection (they depend on its options). The app's
@@ -45,11 +49,18 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     internal static PipeOptions CreateResponsePipeOptions(Http2Options options)
     {
         var outputLimit = Math.Max(1, options.MaxStreamOutputBufferSize);
-        return new PipeOptions(pool: options.ResponseMemoryPool, pauseWriterThreshold: outputLimit, resumeWriterThreshold: Math.Max(1, outputLimit / 2),
+        return new PipeOptions(pool: options.StreamMemoryPool, pauseWriterThreshold: outputLimit, resumeWriterThreshold: Math.Max(1, outputLimit / 2),
             readerScheduler: PipeScheduler.Inline, useSynchronizationContext: false);
     }
 
-    public int StreamId { get; }
+    /// <summary>
+    /// The stream's id. A pooled stream gets a new one when it is reused (<see cref="Reuse"/>); the writer loop
+    /// tells a stream's lives apart by it (<see cref="WriterStreamId"/>).
+    /// </summary>
+    public int StreamId => Volatile.Read(ref _streamId);
+
+    private int _streamId;
+    private readonly int _initialReceiveWindow;
 
     // ---- Owned by the read loop ----
 
@@ -57,9 +68,13 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     internal long ReceivedBodyLength { get; set; }
     internal bool OutputEnded { get; set; }
     internal bool HandlerFinished { get; set; }
+    /// <summary>Closed by END_STREAM both ways, never reset: the only way into the connection's stream pool.</summary>
+    internal bool ClosedNormally { get; set; }
 
     // ---- Owned by the frame-writer loop ----
 
+    /// <summary>The id of the life the writer loop's fields below belong to (see FrameWriterLoop.Adopt).</summary>
+    internal int WriterStreamId;
     internal long SendWindow;
     internal bool SendWindowInitialized;
     internal bool HeadersSent;
@@ -259,6 +274,72 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
             }
         }
     }
+
+    // ---- Pooling (read loop) ----
+
+    /// <summary>
+    /// Read loop: readies a stream that closed normally (<see cref="ClosedNormally"/>), whose handler finished and
+    /// whose output the writer loop stopped, for the connection's pool. Returns false when it cannot be reused: it
+    /// was aborted or reset on some path, or a pipe is not complete at both ends.
+    /// </summary>
+    /// <remarks>
+    /// NOTE: nobody else touches it now. The handler posted HandlerFinished as its last act; the writer loop posted
+    /// OutputEnded after its last use of the pipes, and until it sees a new <see cref="StreamId"/> it only reads its
+    /// own fields (OutputStopped) for this stream. The app must not use the exchange after its handler returned (the
+    /// same rule as Kestrel's, whose streams are pooled too). The writer loop's fields are reset by the writer loop.
+    /// </remarks>
+    internal bool TryResetForPool()
+    {
+        if (_abortRequested || _outputReleased || _abortedCts.IsCancellationRequested)
+        {
+            return false;
+        }
+        try
+        {
+            _requestPipe.Reset();
+            _responsePipe.Reset();
+        }
+        catch (InvalidOperationException)
+        {
+            return false; // an end not completed: never expected for a normally closed stream, but then not reused
+        }
+        if (!_abortedCts.TryReset())
+        {
+            _abortedCts = new CancellationTokenSource();
+        }
+        // App side (its handler finished).
+        _submittedHeaders = null;
+        _submittedTrailers = null;
+        _outputSignaled = 0;
+        _responseStarted = 0;
+        _responseCompleted = 0;
+        _receiveWindow = _initialReceiveWindow;
+        _pendingStreamCredit = 0;
+        _bufferedBodyBytes = 0;
+        _requestBodyAbandoned = false;
+        _remoteEnded = false;
+        _fileOutput = null;
+        _fileOutputClosed = false;
+        _requestBodyReader.Reset();
+        _responseBodyWriter.Reset();
+        StatusCode = 200;
+        ReasonPhrase = null;
+        RequestHeaders.Clear();
+        RequestTrailers.Clear();
+        ResponseHeaders.Clear();
+        ResponseTrailers.Clear();
+        HostState = null;
+        // Read loop side.
+        State = Http2StreamState.Idle;
+        ReceivedBodyLength = 0;
+        OutputEnded = false;
+        HandlerFinished = false;
+        ClosedNormally = false;
+        return true;
+    }
+
+    /// <summary>Read loop: a pooled stream takes its new id; published last, after every reset above and before the stream is handed on.</summary>
+    internal void Reuse(int streamId) => Volatile.Write(ref _streamId, streamId);
 
     // ---- Handler dispatch ----
 

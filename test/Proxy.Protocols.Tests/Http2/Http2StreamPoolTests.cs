@@ -1,0 +1,157 @@
+using System.Buffers;
+using System.Collections.Concurrent;
+using System.Text;
+using Proxy.Codecs.Http2;
+using Proxy.Protocols.Http2;
+using Proxy.Testing.Http2;
+
+namespace Proxy.Protocols.Tests.Http2;
+
+/// <summary>
+/// Streams that closed normally are reused for the connection's next streams. Each life must start clean: request
+/// and response state, windows, cancellation; and a stream that was reset must never come back.
+/// </summary>
+public class Http2StreamPoolTests
+{
+    [Fact]
+    public async Task SequentialStreams_ReuseTheExchange_EachLifeStartsClean()
+    {
+        var exchanges = new List<HttpExchange>();
+        var problems = new ConcurrentQueue<string>();
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            exchanges.Add(exchange);
+            var index = exchange.RequestHeaders.Get("x-index");
+            if (exchange.HasResponseStarted) problems.Enqueue($"{index}: response already started");
+            if (exchange.StatusCode != 200) problems.Enqueue($"{index}: status {exchange.StatusCode}");
+            if (exchange.ResponseHeaders.Count != 0) problems.Enqueue($"{index}: response headers {exchange.ResponseHeaders.Count}");
+            if (exchange.ResponseTrailers.Count != 0) problems.Enqueue($"{index}: response trailers");
+            if (exchange.RequestHeaders.Count(h => h.Key == "x-index") != 1) problems.Enqueue($"{index}: request headers {exchange.RequestHeaders.Count}");
+            if (exchange.RequestAborted.IsCancellationRequested) problems.Enqueue($"{index}: aborted");
+            if (exchange.RawTarget != "/item/" + index) problems.Enqueue($"{index}: target {exchange.RawTarget}");
+
+            var body = new MemoryStream();
+            while (true)
+            {
+                var read = await exchange.RequestBody.ReadAsync();
+                foreach (var segment in read.Buffer) body.Write(segment.Span);
+                exchange.RequestBody.AdvanceTo(read.Buffer.End);
+                if (read.IsCompleted) break;
+            }
+            if (exchange.RequestTrailers.Get("x-request-trailer") is { } requestTrailer && requestTrailer != index)
+            {
+                problems.Enqueue($"{index}: request trailer {requestTrailer}");
+            }
+
+            exchange.StatusCode = 201;
+            exchange.ResponseHeaders.Add("x-echo", index!);
+            exchange.ResponseTrailers.Add("x-trailer", index!);
+            await exchange.ResponseBody.WriteAsync(body.ToArray());
+        });
+        await peer.HandshakeAsync();
+
+        for (var i = 0; i < 6; i++)
+        {
+            var id = 1 + 2 * i;
+            var payload = Encoding.ASCII.GetBytes($"body of request {i}");
+            await peer.SendRequestHeadersAsync(id, "POST", $"/item/{i}", endStream: false, ("x-index", i.ToString()));
+            await peer.SendDataAsync(id, payload, endStream: i % 2 == 0);
+            if (i % 2 == 1)
+            {
+                await peer.SendHeadersAsync(id, [new("x-request-trailer", i.ToString())], endStream: true);
+            }
+
+            var response = await peer.ReadResponseAsync(id);
+
+            Assert.Equal("201", response.Headers[":status"]);
+            Assert.Equal(i.ToString(), response.Headers["x-echo"]);
+            Assert.Equal(payload, response.Body);
+            Assert.Equal(i.ToString(), response.Trailers?["x-trailer"]);
+        }
+
+        Assert.Empty(problems);
+        Assert.True(exchanges.Distinct().Count() < exchanges.Count, "closed streams were not reused");
+    }
+
+    [Fact]
+    public async Task ReusedStream_StartsWithAFreshSendWindow()
+    {
+        // The peer allows 1,000 bytes per stream and never returns stream credit: a life that inherited the last
+        // life's spent window would stall.
+        await using var peer = await Http2TestPeer.StartAsync(exchange =>
+            exchange.ResponseBody.WriteAsync(new byte[900]).AsTask());
+        await peer.HandshakeAsync(new Http2Setting(Http2SettingsParameter.InitialWindowSize, 1000));
+
+        for (var i = 0; i < 5; i++)
+        {
+            var id = 1 + 2 * i;
+            await peer.SendRequestHeadersAsync(id);
+            await peer.ExpectHeadersAsync(id);
+            var received = 0;
+            var ended = false;
+            while (!ended)
+            {
+                var data = (await peer.ExpectDataAsync(id)).AsData();
+                received += (int)data.Data.Length;
+                ended = data.EndStream;
+            }
+            Assert.Equal(900, received);
+            await peer.SendWindowUpdateAsync(0, 900); // connection credit only
+        }
+    }
+
+    [Fact]
+    public async Task ResetStream_IsNotReused_AndItsCancellationNeverReachesALaterStream()
+    {
+        var exchanges = new ConcurrentQueue<HttpExchange>();
+        var firstCanceled = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var laterAborted = new ConcurrentQueue<int>();
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            exchanges.Enqueue(exchange);
+            if (exchange.RawTarget == "/hang")
+            {
+                try
+                {
+                    await Task.Delay(Timeout.Infinite, exchange.RequestAborted);
+                }
+                catch (OperationCanceledException)
+                {
+                    firstCanceled.SetResult();
+                }
+                return;
+            }
+            exchange.RequestAborted.Register(() => laterAborted.Enqueue(exchange.StreamIdForTest()));
+            await Task.Delay(20);
+            await exchange.ResponseBody.WriteAsync(Encoding.ASCII.GetBytes("fine"));
+        });
+        await peer.HandshakeAsync();
+        // Two normal streams first, so the pool has a stream to hand out.
+        for (var id = 1; id <= 3; id += 2)
+        {
+            await peer.SendRequestHeadersAsync(id, path: "/ok");
+            Assert.Equal("fine", (await peer.ReadResponseAsync(id)).BodyText);
+        }
+        await peer.SendRequestHeadersAsync(5, path: "/hang");
+        await peer.SendRstStreamAsync(5, Http2ErrorCode.Cancel);
+        await firstCanceled.Task.WaitAsync(peer.ReceiveTimeout);
+        var reset = exchanges.Last();
+
+        for (var id = 7; id <= 11; id += 2)
+        {
+            await peer.SendRequestHeadersAsync(id, path: "/ok");
+            Assert.Equal("fine", (await peer.ReadResponseAsync(id)).BodyText);
+        }
+
+        // Earlier lives may share the object (streams 1 and 3 went back to the pool); after the reset, it is gone.
+        var lives = exchanges.ToArray();
+        Assert.Equal(6, lives.Length);
+        Assert.DoesNotContain(lives[3..], e => ReferenceEquals(e, reset));
+        Assert.Empty(laterAborted);
+    }
+}
+
+internal static class ExchangeTestExtensions
+{
+    public static int StreamIdForTest(this HttpExchange exchange) => ((Http2Stream)exchange).StreamId;
+}
