@@ -196,7 +196,9 @@ internal sealed class FrameWriterLoop
                 }
                 return;
             }
-            Adopt(target);
+            // NOTE: the id the message was queued for, not a second read: the stream may be pooled and reused
+            // between the check above and here, and this message must then land on its old life's fields.
+            Adopt(target, message.StreamId);
         }
         switch (message.Kind)
         {
@@ -261,7 +263,6 @@ internal sealed class FrameWriterLoop
 
     private void Schedule(Http2Stream stream)
     {
-        Adopt(stream);
         if (!stream.OutputStopped && !stream.InReadyQueue)
         {
             stream.InReadyQueue = true;
@@ -270,13 +271,12 @@ internal sealed class FrameWriterLoop
     }
 
     /// <summary>
-    /// A pooled stream in a new life (its id changed): the writer loop's own fields of the previous life are reset
-    /// here, by their owner, the first time the loop meets the stream again. InReadyQueue is kept: it says whether
+    /// A pooled stream in a new life (<paramref name="id"/> is not the one the fields belong to): the writer loop's
+    /// own fields of the previous life are reset here, by their owner, the first time the loop meets the stream again. InReadyQueue is kept: it says whether
     /// the stream object is in the ready queue, whatever life queued it.
     /// </summary>
-    private static void Adopt(Http2Stream stream)
+    private static void Adopt(Http2Stream stream, int id)
     {
-        var id = stream.StreamId;
         if (stream.WriterStreamId != id)
         {
             stream.WriterStreamId = id;
@@ -401,7 +401,7 @@ internal sealed class FrameWriterLoop
     private bool ServiceStream(Http2Stream stream)
     {
         LoopOwner.Assert(this, "FrameWriterLoop.ServiceStream");
-        Adopt(stream); // a ready-queue entry may be from the stream's previous life
+        Adopt(stream, stream.StreamId); // a ready-queue entry may be from the stream's previous life
         // The read loop flags a reset stream before its StopStream message is queued: do not write a response the
         // peer already cancelled (RFC 9113 §5.1: no frames but PRIORITY on a closed stream).
         if (stream.OutputStopped || stream.AbortRequested || stream.OutputReleased || _dropStreamOutput)

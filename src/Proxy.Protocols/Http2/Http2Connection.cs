@@ -115,8 +115,9 @@ public sealed partial class Http2Connection
         _writer = new FrameWriterLoop(this, options, _writerChannel.Reader, _output, _time);
     }
 
-    /// <summary>Shared by the response pipes of this connection's streams (immutable).</summary>
+    /// <summary>Shared by the request pipes of this connection's streams (immutable).</summary>
     internal PipeOptions RequestPipeOptions { get; }
+    /// <summary>Shared by the response pipes of this connection's streams (immutable).</summary>
     internal PipeOptions ResponsePipeOptions { get; }
 
     /// <summary>The connection's metadata, as given by the host.</summary>
@@ -457,6 +458,7 @@ public sealed partial class Http2Connection
     private async Task CloseAsync(Http2ErrorCode? goAway)
     {
         _stopReading = true;
+        _streamPool.Clear(); // no stream opens any more
         // Every stream is aborted below: the writer sends only what is queued for the connection (GOAWAY, resets),
         // no more HEADERS or DATA.
         _writer.DropStreamOutput();

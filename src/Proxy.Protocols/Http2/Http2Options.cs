@@ -61,4 +61,8 @@ public sealed class Http2Options
     /// (measured: a 4 KiB array allocated for every gRPC unary call, two thirds of the bytes the server allocated).
     /// </summary>
     public MemoryPool<byte>? StreamMemoryPool { get; set; }
+
+    /// <summary>The former name of <see cref="StreamMemoryPool"/> (it now serves request pipes too).</summary>
+    [Obsolete("Use StreamMemoryPool: the pool now serves request and response pipes.")]
+    public MemoryPool<byte>? ResponseMemoryPool { get => StreamMemoryPool; set => StreamMemoryPool = value; }
 }

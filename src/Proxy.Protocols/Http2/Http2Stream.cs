@@ -12,7 +12,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
 {
     private readonly Http2Connection _connection;
     private readonly IHttpRequestHandler _handler;
-    private CancellationTokenSource _abortedCts = new();
+    private readonly CancellationTokenSource _abortedCts = new();
     private readonly Pipe _requestPipe;
     private readonly Pipe _responsePipe;
     private readonly RequestBodyReader _requestBodyReader;
@@ -290,7 +290,8 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
     /// </remarks>
     internal bool TryResetForPool()
     {
-        if (_abortRequested || _outputReleased || _abortedCts.IsCancellationRequested)
+        // TryReset also drops registrations an app left on RequestAborted: they must not fire for the next request.
+        if (_abortRequested || _outputReleased || !_abortedCts.TryReset())
         {
             return false;
         }
@@ -302,10 +303,6 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
         catch (InvalidOperationException)
         {
             return false; // an end not completed: never expected for a normally closed stream, but then not reused
-        }
-        if (!_abortedCts.TryReset())
-        {
-            _abortedCts = new CancellationTokenSource();
         }
         // App side (its handler finished).
         _submittedHeaders = null;
