@@ -5,7 +5,7 @@ using System.Security.Cryptography.X509Certificates;
 
 namespace Proxy.Protocols;
 
-/// <summary>What the engine knows about its connection; set by the host at accept time, read-only after (but <see cref="HostState"/>).</summary>
+/// <summary>What the engine knows about its connection; set by the host at accept time, read-only after.</summary>
 public sealed class ConnectionMetadata
 {
     public required string ConnectionId { get; init; }
@@ -22,18 +22,4 @@ public sealed class ConnectionMetadata
     public X509Certificate2? ClientCertificate { get; init; }
     public string? HostName { get; init; }
 
-    /// <summary>
-    /// Free slot for the host's per-connection state, set and read by the host only (the server keeps the
-    /// request features of finished HTTP/2 streams here, to reuse them for the connection's next streams).
-    /// </summary>
-    public object? HostState
-    {
-        get => Volatile.Read(ref _hostState);
-        set => Volatile.Write(ref _hostState, value);
-    }
-
-    /// <summary>Sets <see cref="HostState"/> to <paramref name="value"/> unless it is already set; returns the state that stays.</summary>
-    public object InitializeHostState(object value) => Interlocked.CompareExchange(ref _hostState, value, null) ?? value;
-
-    private object? _hostState;
 }

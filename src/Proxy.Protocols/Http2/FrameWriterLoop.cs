@@ -272,8 +272,8 @@ internal sealed class FrameWriterLoop
 
     /// <summary>
     /// A pooled stream in a new life (<paramref name="id"/> is not the one the fields belong to): the writer loop's
-    /// own fields of the previous life are reset here, by their owner, the first time the loop meets the stream again. InReadyQueue is kept: it says whether
-    /// the stream object is in the ready queue, whatever life queued it.
+    /// own fields of the previous life are reset here, by their owner, the first time the loop meets the stream
+    /// again. InReadyQueue is kept: it says whether the stream object is in the ready queue, whatever life queued it.
     /// </summary>
     private static void Adopt(Http2Stream stream, int id)
     {
@@ -318,7 +318,7 @@ internal sealed class FrameWriterLoop
             // FLOW_CONTROL_ERROR connection error. Windows may go negative.
             long delta = initial - _peerInitialWindow;
             _peerInitialWindow = initial;
-            foreach (var stream in _streamsWithWindow)
+            foreach (var stream in _streamsWithWindow.ToArray())
             {
                 stream.SendWindow += delta;
                 if (stream.SendWindow > int.MaxValue)
@@ -452,8 +452,7 @@ internal sealed class FrameWriterLoop
         }
         if (!buffer.IsEmpty)
         {
-            // DATA is bounded by the stream window, the connection window and the peer's SETTINGS_MAX_FRAME_SIZE (RFC 9113 §6.9.1, §4.2).
-            var allowed = Math.Min(Math.Min(stream.SendWindow, _connectionWindow), Math.Min(_peerMaxFrameSize, buffer.Length));
+            var allowed = DataAllowance(stream, buffer.Length);
             if (allowed <= 0)
             {
                 reader.AdvanceTo(buffer.Start);
@@ -494,6 +493,13 @@ internal sealed class FrameWriterLoop
         return stream.PendingFile is { } pending && ServiceFile(stream, pending);
     }
 
+    /// <summary>
+    /// Bytes of <paramref name="available"/> the next DATA frame may carry: bounded by the stream window, the connection
+    /// window and the peer's SETTINGS_MAX_FRAME_SIZE (RFC 9113 §6.9.1, §4.2). Zero or less: wait for a WINDOW_UPDATE.
+    /// </summary>
+    private long DataAllowance(Http2Stream stream, long available)
+        => Math.Min(Math.Min(stream.SendWindow, _connectionWindow), Math.Min(_peerMaxFrameSize, available));
+
     /// <summary>A stream with data but no window: it is scheduled again by the WINDOW_UPDATE (stream or connection) it waits for.</summary>
     private void WaitForWindow(Http2Stream stream)
     {
@@ -524,7 +530,7 @@ internal sealed class FrameWriterLoop
             stream.ClearFile(file); // cancelled or reset on the app's side
             return false;
         }
-        var allowed = (int)Math.Min(Math.Min(stream.SendWindow, _connectionWindow), Math.Min(_peerMaxFrameSize, file.Remaining));
+        var allowed = (int)DataAllowance(stream, file.Remaining);
         if (allowed <= 0)
         {
             WaitForWindow(stream);
@@ -638,8 +644,8 @@ internal sealed class FrameWriterLoop
         var buffer = result.Buffer;
         while (!buffer.IsEmpty)
         {
-            // RFC 9113 §6.9.1: still bounded by the stream and connection windows; the rest is dropped.
-            var allowed = Math.Min(Math.Min(stream.SendWindow, _connectionWindow), Math.Min(_peerMaxFrameSize, buffer.Length));
+            // Still bounded by the windows (RFC 9113 §6.9.1); what they do not allow is dropped.
+            var allowed = DataAllowance(stream, buffer.Length);
             if (allowed <= 0)
             {
                 break;
@@ -674,12 +680,15 @@ internal sealed class FrameWriterLoop
     {
         foreach (var stream in _streamsWithWindow.ToArray())
         {
-            stream.OutputStopped = true;
-            stream.EndFileOutput();
-            stream.ResponseReader.Complete();
+            Stop(stream);
         }
         _streamsWithWindow.Clear();
         while (_ready.TryDequeue(out var stream))
+        {
+            Stop(stream);
+        }
+
+        static void Stop(Http2Stream stream)
         {
             stream.OutputStopped = true;
             stream.EndFileOutput();

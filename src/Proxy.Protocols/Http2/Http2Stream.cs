@@ -325,7 +325,8 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
         RequestTrailers.Clear();
         ResponseHeaders.Clear();
         ResponseTrailers.Clear();
-        HostState = null;
+        // HostState stays: the host's per-request state travels with the pooled stream to its next request, as it
+        // does with an HTTP/1.1 connection's exchange (the server resets its features when it finds them there).
         // Read loop side.
         State = Http2StreamState.Idle;
         ReceivedBodyLength = 0;

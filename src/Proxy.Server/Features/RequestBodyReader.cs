@@ -7,8 +7,7 @@ namespace Proxy.Server.Features;
 /// </summary>
 internal sealed class RequestBodyReader(HttpExchange exchange) : PipeReader
 {
-    private HttpExchange _exchange = exchange;
-    private PipeReader Inner => _exchange.RequestBody;
+    private PipeReader Inner => exchange.RequestBody;
     private ReadOnlySequence<byte> _lastBuffer;
     private long _consumed;
 
@@ -20,10 +19,9 @@ internal sealed class RequestBodyReader(HttpExchange exchange) : PipeReader
     /// <summary>True once the app has seen the end of the body.</summary>
     public bool IsBodyCompleted { get; private set; }
 
-    /// <summary>Readies the reader for a request: a new one, the next on an HTTP/1.1 connection, or another HTTP/2 stream's.</summary>
-    public void Reset(HttpExchange exchange, long? maxBodySize)
+    /// <summary>Readies the reader for a request (a new one, or the exchange's next).</summary>
+    public void Reset(long? maxBodySize)
     {
-        _exchange = exchange;
         MaxBodySize = maxBodySize;
         HasStartedReading = false;
         IsBodyCompleted = false;
@@ -66,7 +64,7 @@ internal sealed class RequestBodyReader(HttpExchange exchange) : PipeReader
     {
         HasStartedReading = true;
         // Fail before reading anything when the declared length is already too big.
-        if (MaxBodySize is { } max && _exchange.RequestContentLength > max)
+        if (MaxBodySize is { } max && exchange.RequestContentLength > max)
         {
             throw TooLarge(max);
         }

@@ -8,13 +8,13 @@ using Proxy.Server.Internal;
 namespace Proxy.Server.Features;
 
 // Owned by the app's request thread of control (created by the handler; the engine never touches
-// it). OnStarting/OnCompleted lists are only touched from that flow. On an HTTP/1.1 connection the
-// handler keeps it in the exchange's HostState and resets it for the next request (see ResetForNextRequest).
+// it). OnStarting/OnCompleted lists are only touched from that flow. The handler keeps it in the exchange's
+// HostState and resets it when the engine hands that exchange again (see ResetForNextRequest).
 /// <summary>
 /// One request's ASP.NET Core features over an <see cref="HttpExchange"/>. One object implements
 /// them all and is its own <see cref="IFeatureCollection"/> (RequestFeatures.Collection.cs), like
-/// Kestrel's HttpProtocol: no feature dictionary per request. On an HTTP/1.1 connection, where
-/// requests never overlap, it is reused from one request to the next, together with the
+/// Kestrel's HttpProtocol: no feature dictionary per request. It is reused with its exchange (the
+/// next request on an HTTP/1.1 connection, a pooled HTTP/2 stream's next life), together with the
 /// HttpContext the host keeps in it (<see cref="HostedRequestFeatures{TContext}"/>).
 /// This file: the request side. RequestFeatures.Response.cs: the response side.
 /// </summary>
@@ -60,7 +60,7 @@ internal partial class RequestFeatures :
         InitializeRequest();
     }
 
-    public HttpExchange Exchange { get; private set; }
+    public HttpExchange Exchange { get; }
 
     /// <summary>The collection handed to IHttpApplication.CreateContext: this object.</summary>
     public IFeatureCollection Features => this;
@@ -68,18 +68,12 @@ internal partial class RequestFeatures :
     internal bool IsHttp2 { get; }
 
     /// <summary>
-    /// Readies the features for the next request on the same exchange (HTTP/1.1 keep-alive): the previous
-    /// request's handler has returned, its response is complete and its OnCompleted callbacks have run.
+    /// Readies the features for the next request on the same exchange (HTTP/1.1 keep-alive, a pooled HTTP/2
+    /// stream's next life): the previous request's handler has returned, its response is complete and its
+    /// OnCompleted callbacks have run.
     /// </summary>
-    public void ResetForNextRequest() => ResetForExchange(Exchange);
-
-    /// <summary>
-    /// Readies the features for another exchange of the same connection (the next HTTP/2 stream): the request
-    /// they served has ended as for <see cref="ResetForNextRequest"/>. The connection (TLS, addresses) is the same.
-    /// </summary>
-    public void ResetForExchange(HttpExchange exchange)
+    public void ResetForNextRequest()
     {
-        Exchange = exchange;
         _requestBodyOverride = null;
         _requestTrailers = null;
         _requestAborted = null;
@@ -108,7 +102,7 @@ internal partial class RequestFeatures :
         QueryString = _splitQuery;
         FillRequestHeaders(_requestHeaders, exchange);
         Headers = _requestHeaders;
-        _bodyReader.Reset(exchange, _options.MaxRequestBodySize);
+        _bodyReader.Reset(_options.MaxRequestBodySize);
 
         var connection = exchange.Connection;
         ConnectionId = connection.ConnectionId;

@@ -7,7 +7,9 @@ namespace Proxy.Server.Internal;
 /// <summary>
 /// Runs the ASP.NET Core application for each exchange the engines hand over. Stateless per
 /// request (state lives in <see cref="RequestFeatures"/>, kept in the exchange's HostState and
-/// reset when the engine hands the same exchange again); shared by all connections.
+/// reset when the engine hands the same exchange again: HTTP/1.1 keep-alive, pooled HTTP/2 streams);
+/// shared by all connections. NOTE: as with Kestrel, the app must not use the HttpContext after its
+/// request ended.
 /// </summary>
 internal sealed class HttpApplicationHandler<TContext>(
     IHttpApplication<TContext> application,
@@ -18,29 +20,14 @@ internal sealed class HttpApplicationHandler<TContext>(
 {
     public async Task HandleAsync(HttpExchange exchange)
     {
-        HostedRequestFeatures<TContext> features;
-        FeaturesPool? pool = null;
+        RequestFeatures features;
         if (exchange.HostState is HostedRequestFeatures<TContext> previous)
         {
-            // The same exchange again: the next request on an HTTP/1.1 connection (the engine reuses its
-            // exchange). Reusing the features also lets the host reuse its context and HttpContext.
+            // The same exchange again: the next request on an HTTP/1.1 connection, or a pooled HTTP/2 stream's next
+            // life (the engines reuse their exchanges). Reusing the features also lets the host reuse its context
+            // and HttpContext.
             previous.ResetForNextRequest();
             features = previous;
-        }
-        else if (exchange.Protocol == "HTTP/2")
-        {
-            // A new stream: take the features (and with them the host's context and HttpContext) of one of the
-            // connection's finished streams, and give them back when this one is done.
-            pool = FeaturesPool.Of(exchange.Connection);
-            if (pool.TryTake(out var reused))
-            {
-                reused.ResetForExchange(exchange);
-                features = reused;
-            }
-            else
-            {
-                features = new HostedRequestFeatures<TContext>(exchange, options, dateCache);
-            }
         }
         else
         {
@@ -84,47 +71,5 @@ internal sealed class HttpApplicationHandler<TContext>(
             ServerLog.OnCompletedFailed(logger, exchange.Connection.ConnectionId, completedError);
         }
         application.DisposeContext(context, applicationError);
-        // NOTE: the same rule as Kestrel's: the app must not use the HttpContext after its request ended; the
-        // connection's next stream gets these features.
-        pool?.Return(features);
-    }
-
-    /// <summary>
-    /// Request features of an HTTP/2 connection's finished streams, kept in its <see cref="ConnectionMetadata.HostState"/>
-    /// for the next streams: without it every stream allocated its features, HeaderDictionaries, host context and
-    /// HttpContext (about 5 KB of the 8 KB a gRPC unary call allocated). Bounded: beyond
-    /// <see cref="Capacity"/> finished features are dropped, so a connection keeps at most that many however many
-    /// streams it ran at once.
-    /// </summary>
-    // Shared by the connection's concurrent handlers: a lock guards the stack (held for a push or a pop).
-    private sealed class FeaturesPool
-    {
-        private const int Capacity = 32;
-        private readonly Stack<HostedRequestFeatures<TContext>> _items = new();
-
-        public static FeaturesPool Of(ConnectionMetadata connection)
-        {
-            // Two first streams may race to create it: one pool stays.
-            return connection.HostState as FeaturesPool ?? (FeaturesPool)connection.InitializeHostState(new FeaturesPool());
-        }
-
-        public bool TryTake(out HostedRequestFeatures<TContext> features)
-        {
-            lock (_items)
-            {
-                return _items.TryPop(out features!);
-            }
-        }
-
-        public void Return(HostedRequestFeatures<TContext> features)
-        {
-            lock (_items)
-            {
-                if (_items.Count < Capacity)
-                {
-                    _items.Push(features);
-                }
-            }
-        }
     }
 }
