@@ -23,15 +23,15 @@ internal sealed class FrameWriterLoop
 {
     private const int DefaultWindow = 65_535;
 
-    private readonly Http2Connection _connection;
+    private readonly IHttp2WriterOwner _connection;
     private readonly Http2Options _options;
     private readonly ChannelReader<WriterMessage> _messages;
     private readonly CountingBufferWriter _output;
     private readonly HpackEncoder _encoder;
     private readonly ArrayBufferWriter<byte> _headerBlock = new(1024);
-    private readonly Queue<Http2Stream> _ready = new();
-    private readonly List<Http2Stream> _connectionBlocked = new();
-    private readonly HashSet<Http2Stream> _streamsWithWindow = new();
+    private readonly Queue<IHttp2OutputSource> _ready = new();
+    private readonly List<IHttp2OutputSource> _connectionBlocked = new();
+    private readonly HashSet<IHttp2OutputSource> _streamsWithWindow = new();
     private readonly TimeProvider _time;
     private ITimer? _flushTimer;
     private int _flushTimedOut; // set by the flush timer (any thread)
@@ -41,9 +41,13 @@ internal sealed class FrameWriterLoop
     private int _peerMaxFrameSize = 16_384;
     private bool _transportClosed;
     private volatile bool _dropStreamOutput; // set by the read loop when the connection closes
+    private readonly bool _clientRole;
 
-    public FrameWriterLoop(Http2Connection connection, Http2Options options, ChannelReader<WriterMessage> messages, PipeWriter output, TimeProvider time)
+    /// <param name="clientRole">True for a client connection: the loop starts with the client preface and disables push.</param>
+    public FrameWriterLoop(IHttp2WriterOwner connection, Http2Options options, ChannelReader<WriterMessage> messages, PipeWriter output, TimeProvider time,
+        bool clientRole = false)
     {
+        _clientRole = clientRole;
         _time = time;
         _connection = connection;
         _options = options;
@@ -155,12 +159,23 @@ internal sealed class FrameWriterLoop
         _output.Inner.CancelPendingFlush();
     }
 
-    /// <summary>RFC 9113 §3.4: the server preface is a SETTINGS frame, sent first; then the connection window is raised (§6.9.2).</summary>
+    /// <summary>
+    /// RFC 9113 §3.4: the server preface is a SETTINGS frame, sent first; a client's starts with the connection preface
+    /// octets, then SETTINGS (with ENABLE_PUSH 0: we never accept pushes, §8.4). Then the connection window is raised (§6.9.2).
+    /// </summary>
     private void WriteOurSettings()
     {
         Span<Http2Setting> settings = stackalloc Http2Setting[5];
         var count = 0;
-        settings[count++] = new(Http2SettingsParameter.MaxConcurrentStreams, (uint)_options.MaxConcurrentStreams);
+        if (_clientRole)
+        {
+            _output.Write(Http2FrameReader.ClientPreface);
+            settings[count++] = new(Http2SettingsParameter.EnablePush, 0);
+        }
+        else
+        {
+            settings[count++] = new(Http2SettingsParameter.MaxConcurrentStreams, (uint)_options.MaxConcurrentStreams);
+        }
         settings[count++] = new(Http2SettingsParameter.InitialWindowSize, (uint)_options.InitialStreamWindowSize);
         settings[count++] = new(Http2SettingsParameter.MaxFrameSize, (uint)_options.MaxFrameSize);
         settings[count++] = new(Http2SettingsParameter.MaxHeaderListSize, (uint)_options.MaxHeaderListSize);
@@ -198,7 +213,7 @@ internal sealed class FrameWriterLoop
             }
             // NOTE: the id the message was queued for, not a second read: the stream may be pooled and reused
             // between the check above and here, and this message must then land on its old life's fields.
-            Adopt(target, message.StreamId);
+            target.Send.Adopt(message.StreamId);
         }
         switch (message.Kind)
         {
@@ -227,7 +242,7 @@ internal sealed class FrameWriterLoop
             case WriterMessageKind.RstStream:
                 if (message.Stream is { } reset)
                 {
-                    if (!reset.OutputStopped)
+                    if (!reset.Send.OutputStopped)
                     {
                         if (message.Flag)
                         {
@@ -243,7 +258,7 @@ internal sealed class FrameWriterLoop
                 Http2FrameWriter.WriteRstStream(_output, message.StreamId, message.ErrorCode);
                 break;
             case WriterMessageKind.StopStream:
-                if (!message.Stream!.OutputStopped)
+                if (!message.Stream!.Send.OutputStopped)
                 {
                     StopStream(message.Stream, wasReset: true);
                 }
@@ -261,42 +276,23 @@ internal sealed class FrameWriterLoop
         }
     }
 
-    private void Schedule(Http2Stream stream)
+    private void Schedule(IHttp2OutputSource stream)
     {
-        if (!stream.OutputStopped && !stream.InReadyQueue)
+        if (!stream.Send.OutputStopped && !stream.Send.InReadyQueue)
         {
-            stream.InReadyQueue = true;
+            stream.Send.InReadyQueue = true;
             _ready.Enqueue(stream);
         }
     }
 
-    /// <summary>
-    /// A pooled stream in a new life (<paramref name="id"/> is not the one the fields belong to): the writer loop's
-    /// own fields of the previous life are reset here, by their owner, the first time the loop meets the stream
-    /// again. InReadyQueue is kept: it says whether the stream object is in the ready queue, whatever life queued it.
-    /// </summary>
-    private static void Adopt(Http2Stream stream, int id)
+    private void EnsureWindow(IHttp2OutputSource stream)
     {
-        if (stream.WriterStreamId != id)
-        {
-            stream.WriterStreamId = id;
-            stream.SendWindow = 0;
-            stream.SendWindowInitialized = false;
-            stream.HeadersSent = false;
-            stream.OutputStopped = false;
-            stream.BlockedOnStreamWindow = false;
-            stream.InConnectionBlockedList = false; // StopStream took it out of the list in the previous life
-        }
-    }
-
-    private void EnsureWindow(Http2Stream stream)
-    {
-        if (!stream.SendWindowInitialized)
+        if (!stream.Send.SendWindowInitialized)
         {
             // A stream the writer has not seen yet starts from the peer's current initial window, which is
             // what applying every SETTINGS delta since its creation would give (RFC 9113 §6.9.2).
-            stream.SendWindowInitialized = true;
-            stream.SendWindow = _peerInitialWindow;
+            stream.Send.SendWindowInitialized = true;
+            stream.Send.SendWindow = _peerInitialWindow;
             _streamsWithWindow.Add(stream);
         }
     }
@@ -320,16 +316,16 @@ internal sealed class FrameWriterLoop
             _peerInitialWindow = initial;
             foreach (var stream in _streamsWithWindow.ToArray())
             {
-                stream.SendWindow += delta;
-                if (stream.SendWindow > int.MaxValue)
+                stream.Send.SendWindow += delta;
+                if (stream.Send.SendWindow > int.MaxValue)
                 {
                     _connection.PostEvent(ReadLoopEvent.Error(new Http2ConnectionException(
                         "SETTINGS_INITIAL_WINDOW_SIZE made a stream window exceed 2^31-1.", Http2ErrorCode.FlowControlError, "initial_window_overflow")));
                     return false;
                 }
-                if (delta > 0 && stream.BlockedOnStreamWindow && stream.SendWindow > 0)
+                if (delta > 0 && stream.Send.BlockedOnStreamWindow && stream.Send.SendWindow > 0)
                 {
-                    stream.BlockedOnStreamWindow = false;
+                    stream.Send.BlockedOnStreamWindow = false;
                     Schedule(stream);
                 }
             }
@@ -337,7 +333,7 @@ internal sealed class FrameWriterLoop
         return true;
     }
 
-    private void ApplyPeerWindowUpdate(Http2Stream? stream, int increment)
+    private void ApplyPeerWindowUpdate(IHttp2OutputSource? stream, int increment)
     {
         if (stream is null)
         {
@@ -353,31 +349,31 @@ internal sealed class FrameWriterLoop
             {
                 foreach (var blocked in _connectionBlocked)
                 {
-                    blocked.InConnectionBlockedList = false;
+                    blocked.Send.InConnectionBlockedList = false;
                     Schedule(blocked);
                 }
                 _connectionBlocked.Clear();
             }
             return;
         }
-        if (stream.OutputStopped && !stream.SendWindowInitialized)
+        if (stream.Send.OutputStopped && !stream.Send.SendWindowInitialized)
         {
             return; // RFC 9113 §6.9: WINDOW_UPDATE on a closed stream is allowed and ignored
         }
         // A stream whose output ended is still half-closed (local) for the peer, which may send WINDOW_UPDATE;
         // the window is still tracked so an overflow is still a stream error.
         EnsureWindow(stream);
-        stream.SendWindow += increment;
+        stream.Send.SendWindow += increment;
         // RFC 9113 §6.9.1: above 2^31-1 on a stream is a FLOW_CONTROL_ERROR stream error.
-        if (stream.SendWindow > int.MaxValue)
+        if (stream.Send.SendWindow > int.MaxValue)
         {
             _connection.PostEvent(ReadLoopEvent.Error(new Http2StreamException(stream.StreamId,
                 "WINDOW_UPDATE made the stream window exceed 2^31-1.", Http2ErrorCode.FlowControlError, "stream_window_overflow")));
             return;
         }
-        if (stream.BlockedOnStreamWindow && stream.SendWindow > 0 && !stream.OutputStopped)
+        if (stream.Send.BlockedOnStreamWindow && stream.Send.SendWindow > 0 && !stream.Send.OutputStopped)
         {
-            stream.BlockedOnStreamWindow = false;
+            stream.Send.BlockedOnStreamWindow = false;
             Schedule(stream);
         }
     }
@@ -389,7 +385,7 @@ internal sealed class FrameWriterLoop
         for (var i = 0; i < turns && _ready.Count > 0; i++)
         {
             var stream = _ready.Dequeue();
-            stream.InReadyQueue = false;
+            stream.Send.InReadyQueue = false;
             if (ServiceStream(stream))
             {
                 Schedule(stream);
@@ -398,25 +394,25 @@ internal sealed class FrameWriterLoop
     }
 
     /// <summary>Writes the stream's HEADERS (once) and at most one DATA frame. Returns true when it has more ready now.</summary>
-    private bool ServiceStream(Http2Stream stream)
+    private bool ServiceStream(IHttp2OutputSource stream)
     {
         LoopOwner.Assert(this, "FrameWriterLoop.ServiceStream");
-        Adopt(stream, stream.StreamId); // a ready-queue entry may be from the stream's previous life
+        stream.Send.Adopt(stream.StreamId); // a ready-queue entry may be from the stream's previous life
         // The read loop flags a reset stream before its StopStream message is queued: do not write a response the
         // peer already cancelled (RFC 9113 §5.1: no frames but PRIORITY on a closed stream).
-        if (stream.OutputStopped || stream.AbortRequested || stream.OutputReleased || _dropStreamOutput)
+        if (stream.Send.OutputStopped || stream.AbortRequested || stream.OutputReleased || _dropStreamOutput)
         {
             return false;
         }
         stream.ClearOutputSignal();
         EnsureWindow(stream);
-        var reader = stream.ResponseReader;
+        var reader = stream.OutputReader;
         var hasRead = reader.TryRead(out var result);
         var buffer = hasRead ? result.Buffer : default;
         var completed = hasRead && result.IsCompleted;
         var trailers = completed ? stream.SubmittedTrailers : null;
 
-        if (!stream.HeadersSent)
+        if (!stream.Send.HeadersSent)
         {
             var headers = stream.SubmittedHeaders;
             if (headers is null)
@@ -437,7 +433,7 @@ internal sealed class FrameWriterLoop
                 }
                 return false;
             }
-            stream.HeadersSent = true;
+            stream.Send.HeadersSent = true;
             if (endOnHeaders)
             {
                 reader.AdvanceTo(buffer.End);
@@ -462,7 +458,7 @@ internal sealed class FrameWriterLoop
             var chunk = buffer.Slice(0, allowed);
             var last = completed && allowed == buffer.Length && trailers is null;
             Http2FrameWriter.WriteData(_output, stream.StreamId, chunk, last);
-            stream.SendWindow -= allowed;
+            stream.Send.SendWindow -= allowed;
             _connectionWindow -= allowed;
             reader.AdvanceTo(chunk.End);
             if (last)
@@ -497,19 +493,19 @@ internal sealed class FrameWriterLoop
     /// Bytes of <paramref name="available"/> the next DATA frame may carry: bounded by the stream window, the connection
     /// window and the peer's SETTINGS_MAX_FRAME_SIZE (RFC 9113 §6.9.1, §4.2). Zero or less: wait for a WINDOW_UPDATE.
     /// </summary>
-    private long DataAllowance(Http2Stream stream, long available)
-        => Math.Min(Math.Min(stream.SendWindow, _connectionWindow), Math.Min(_peerMaxFrameSize, available));
+    private long DataAllowance(IHttp2OutputSource stream, long available)
+        => Math.Min(Math.Min(stream.Send.SendWindow, _connectionWindow), Math.Min(_peerMaxFrameSize, available));
 
     /// <summary>A stream with data but no window: it is scheduled again by the WINDOW_UPDATE (stream or connection) it waits for.</summary>
-    private void WaitForWindow(Http2Stream stream)
+    private void WaitForWindow(IHttp2OutputSource stream)
     {
-        if (stream.SendWindow <= 0)
+        if (stream.Send.SendWindow <= 0)
         {
-            stream.BlockedOnStreamWindow = true;
+            stream.Send.BlockedOnStreamWindow = true;
         }
-        else if (!stream.InConnectionBlockedList)
+        else if (!stream.Send.InConnectionBlockedList)
         {
-            stream.InConnectionBlockedList = true;
+            stream.Send.InConnectionBlockedList = true;
             _connectionBlocked.Add(stream);
         }
     }
@@ -523,7 +519,7 @@ internal sealed class FrameWriterLoop
     /// the file straight into the transport's memory behind the frame header, within the windows and the peer's max
     /// frame size, and sized to the output block so one read fills one frame. Returns true when more can go now.
     /// </summary>
-    private bool ServiceFile(Http2Stream stream, Http2Stream.FileOutput file)
+    private bool ServiceFile(IHttp2OutputSource stream, Http2Stream.FileOutput file)
     {
         if (file.IsEnded)
         {
@@ -560,7 +556,7 @@ internal sealed class FrameWriterLoop
         {
             Http2FrameWriter.WriteFrameHeader(span, new Http2FrameHeader(read, Http2FrameType.Data, Http2FrameFlags.None, stream.StreamId));
             _output.Advance(Http2FrameHeader.Size + read);
-            stream.SendWindow -= read;
+            stream.Send.SendWindow -= read;
             _connectionWindow -= read;
             file.Position += read;
             file.Remaining -= read;
@@ -621,22 +617,22 @@ internal sealed class FrameWriterLoop
     /// lost the message (and even the response headers) whenever the abort overtook the writer loop; Kestrel
     /// keeps that order too.
     /// </summary>
-    private void WriteFlushedOutputBeforeReset(Http2Stream stream)
+    private void WriteFlushedOutputBeforeReset(IHttp2OutputSource stream)
     {
         if (_dropStreamOutput)
         {
             return; // closing: no HEADERS or DATA go out any more, only the RST_STREAM
         }
-        if (!stream.HeadersSent)
+        if (!stream.Send.HeadersSent)
         {
             if (stream.SubmittedHeaders is not { } headers)
             {
                 return;
             }
             WriteHeaderBlock(stream.StreamId, headers, endStream: false);
-            stream.HeadersSent = true;
+            stream.Send.HeadersSent = true;
         }
-        var reader = stream.ResponseReader;
+        var reader = stream.OutputReader;
         if (!reader.TryRead(out var result))
         {
             return;
@@ -652,7 +648,7 @@ internal sealed class FrameWriterLoop
             }
             var chunk = buffer.Slice(0, allowed);
             Http2FrameWriter.WriteData(_output, stream.StreamId, chunk, endStream: false);
-            stream.SendWindow -= allowed;
+            stream.Send.SendWindow -= allowed;
             _connectionWindow -= allowed;
             buffer = buffer.Slice(chunk.End);
         }
@@ -660,19 +656,19 @@ internal sealed class FrameWriterLoop
     }
 
     /// <summary>The stream will write nothing more: drop its queued output and tell the read loop.</summary>
-    private void StopStream(Http2Stream stream, bool wasReset)
+    private void StopStream(IHttp2OutputSource stream, bool wasReset)
     {
-        stream.OutputStopped = true;
+        stream.Send.OutputStopped = true;
         stream.EndFileOutput();
         _streamsWithWindow.Remove(stream);
-        if (stream.InConnectionBlockedList)
+        if (stream.Send.InConnectionBlockedList)
         {
             // Waiting for connection credit no longer: do not keep the stream until a WINDOW_UPDATE arrives.
-            stream.InConnectionBlockedList = false;
+            stream.Send.InConnectionBlockedList = false;
             _connectionBlocked.Remove(stream);
         }
         // Completing the reader releases an app waiting in FlushAsync (it sees IsCompleted).
-        stream.ResponseReader.Complete();
+        stream.OutputReader.Complete();
         _connection.PostEvent(ReadLoopEvent.OutputEnded(stream, wasReset));
     }
 
@@ -688,11 +684,11 @@ internal sealed class FrameWriterLoop
             Stop(stream);
         }
 
-        static void Stop(Http2Stream stream)
+        static void Stop(IHttp2OutputSource stream)
         {
-            stream.OutputStopped = true;
+            stream.Send.OutputStopped = true;
             stream.EndFileOutput();
-            stream.ResponseReader.Complete();
+            stream.OutputReader.Complete();
         }
     }
 

@@ -88,10 +88,10 @@ public sealed partial class Http2Connection
             switch (e.Kind)
             {
                 case ReadLoopEventKind.OutputEnded:
-                    OnOutputEnded(e.Stream!, e.WasReset);
+                    OnOutputEnded((Http2Stream)e.Stream!, e.WasReset);
                     break;
                 case ReadLoopEventKind.HandlerFinished:
-                    OnHandlerFinished(e.Stream!);
+                    OnHandlerFinished((Http2Stream)e.Stream!);
                     break;
                 case ReadLoopEventKind.ProtocolError when e.Exception is Http2ConnectionException connectionError:
                     throw connectionError;

@@ -13,7 +13,7 @@ namespace Proxy.Protocols.Http2;
 /// Other threads talk to the read loop through <see cref="PostEvent"/> and to the writer through its channel.
 /// </summary>
 // Owned by the read loop, except the fields under "Shared" (atomics, any thread).
-public sealed partial class Http2Connection
+public sealed partial class Http2Connection : IHttp2WriterOwner
 {
     /// <summary>Payload of the PING that closes phase one of a graceful shutdown (RFC 9113 §6.8).</summary>
     internal const ulong ShutdownPingPayload = 0x0053_4855_5444_4F57; // "SHUTDOW"
@@ -258,6 +258,10 @@ public sealed partial class Http2Connection
 
     /// <summary>Writer loop: a control frame left the queue.</summary>
     internal void OnControlFrameDequeued() => Interlocked.Decrement(ref _queuedControlFrames);
+
+    void IHttp2WriterOwner.PostEvent(ReadLoopEvent e) => PostEvent(e);
+
+    void IHttp2WriterOwner.OnControlFrameDequeued() => OnControlFrameDequeued();
 
     /// <summary>
     /// Any thread: request body bytes were consumed (or dropped) so the connection window can grow again.

@@ -138,7 +138,7 @@ internal sealed partial class Http2Stream
     /// The stream will send nothing more (app abort, reset or connection closing on the read loop, the writer loop
     /// stopping it): ends a pending <see cref="SendFileAsync"/> as "client gone", and any later one at once.
     /// </summary>
-    internal void EndFileOutput()
+    public void EndFileOutput()
     {
         _fileOutputClosed = true;
         if (Interlocked.Exchange(ref _fileOutput, null) is { } pending)
@@ -148,10 +148,10 @@ internal sealed partial class Http2Stream
     }
 
     /// <summary>Writer loop: the file being sent, if any and not already ended.</summary>
-    internal FileOutput? PendingFile => Volatile.Read(ref _fileOutput);
+    public FileOutput? PendingFile => Volatile.Read(ref _fileOutput);
 
     /// <summary>Writer loop: the file is done (sent, failed, cancelled); clears it unless the app already moved on.</summary>
-    internal void ClearFile(FileOutput file) => Interlocked.CompareExchange(ref _fileOutput, null, file);
+    public void ClearFile(FileOutput file) => Interlocked.CompareExchange(ref _fileOutput, null, file);
 
     /// <summary>
     /// A file range handed from the app to the writer loop. Position and Remaining are the writer loop's; the
@@ -187,7 +187,7 @@ internal sealed partial class Http2Stream
     /// NOTE: a full fence, so the loop's reads of the stream's output after it (pipe, <see cref="PendingFile"/>) cannot
     /// move before it: a producer that found the flag still set must have its output seen by this turn.
     /// </remarks>
-    internal void ClearOutputSignal() => Interlocked.Exchange(ref _outputSignaled, 0);
+    public void ClearOutputSignal() => Interlocked.Exchange(ref _outputSignaled, 0);
 
     /// <summary>
     /// Lowercases names and drops connection-specific fields the app may have set: RFC 9113 §8.2.2 forbids

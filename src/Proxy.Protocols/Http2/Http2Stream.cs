@@ -8,7 +8,7 @@ namespace Proxy.Protocols.Http2;
 /// app (the response it builds). The few fields crossing owners are atomics or volatile hand-offs.
 /// </summary>
 // Owned by three parties, each field group below says which; cross-owner fields are atomics.
-internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
+internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, IHttp2OutputSource
 {
     private readonly Http2Connection _connection;
     private readonly IHttpRequestHandler _handler;
@@ -55,7 +55,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
 
     /// <summary>
     /// The stream's id. A pooled stream gets a new one when it is reused (<see cref="Reuse"/>); the writer loop
-    /// tells a stream's lives apart by it (<see cref="WriterStreamId"/>).
+    /// tells a stream's lives apart by it (<see cref="Http2SendState.WriterStreamId"/>).
     /// </summary>
     public int StreamId => Volatile.Read(ref _streamId);
 
@@ -73,27 +73,21 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem
 
     // ---- Owned by the frame-writer loop ----
 
-    /// <summary>The id of the life the writer loop's fields below belong to (see FrameWriterLoop.Adopt).</summary>
-    internal int WriterStreamId;
-    internal long SendWindow;
-    internal bool SendWindowInitialized;
-    internal bool HeadersSent;
-    internal bool OutputStopped;
-    internal bool InReadyQueue;
-    internal bool BlockedOnStreamWindow;
-    internal bool InConnectionBlockedList;
+    /// <summary>The writer loop's fields of this stream (window, HEADERS sent, scheduling).</summary>
+    public Http2SendState Send { get; } = new();
     internal PipeReader ResponseReader => _responsePipe.Reader;
+    PipeReader IHttp2OutputSource.OutputReader => _responsePipe.Reader;
 
     // ---- Handed from the app to the writer loop (written once before the output signal) ----
 
     private volatile List<KeyValuePair<string, string>>? _submittedHeaders;
     private volatile List<KeyValuePair<string, string>>? _submittedTrailers;
     private volatile bool _abortRequested;
-    internal List<KeyValuePair<string, string>>? SubmittedHeaders => _submittedHeaders;
-    internal List<KeyValuePair<string, string>>? SubmittedTrailers => _submittedTrailers;
-    internal bool AbortRequested => _abortRequested;
+    public List<KeyValuePair<string, string>>? SubmittedHeaders => _submittedHeaders;
+    public List<KeyValuePair<string, string>>? SubmittedTrailers => _submittedTrailers;
+    public bool AbortRequested => _abortRequested;
     /// <summary>The read loop closed the stream (peer reset, stream error, connection closing): nothing more goes out.</summary>
-    internal bool OutputReleased => _outputReleased;
+    public bool OutputReleased => _outputReleased;
 
     // ---- Shared atomics ----
 

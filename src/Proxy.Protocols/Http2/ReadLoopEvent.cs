@@ -17,9 +17,9 @@ internal enum ReadLoopEventKind : byte
 }
 
 /// <summary>What other threads tell the read loop. Posted to a queue, then the read loop is woken.</summary>
-internal readonly record struct ReadLoopEvent(ReadLoopEventKind Kind, Http2Stream? Stream, bool WasReset, Exception? Exception)
+internal readonly record struct ReadLoopEvent(ReadLoopEventKind Kind, IHttp2OutputSource? Stream, bool WasReset, Exception? Exception)
 {
-    public static ReadLoopEvent OutputEnded(Http2Stream stream, bool wasReset) => new(ReadLoopEventKind.OutputEnded, stream, wasReset, null);
+    public static ReadLoopEvent OutputEnded(IHttp2OutputSource stream, bool wasReset) => new(ReadLoopEventKind.OutputEnded, stream, wasReset, null);
     public static ReadLoopEvent HandlerFinished(Http2Stream stream) => new(ReadLoopEventKind.HandlerFinished, stream, false, null);
     public static ReadLoopEvent Error(Http2ProtocolException exception) => new(ReadLoopEventKind.ProtocolError, null, false, exception);
     public static ReadLoopEvent WriterFailed(Exception exception) => new(ReadLoopEventKind.WriterFailed, null, false, exception);

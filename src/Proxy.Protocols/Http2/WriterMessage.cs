@@ -33,7 +33,7 @@ internal readonly record struct PeerSettingsChange(int? HeaderTableSize, int? In
 /// <summary>One message of the writer channel. Which fields matter depends on <see cref="Kind"/>.</summary>
 internal readonly struct WriterMessage
 {
-    private WriterMessage(WriterMessageKind kind, Http2Stream? stream = null, int streamId = 0, long value = 0,
+    private WriterMessage(WriterMessageKind kind, IHttp2OutputSource? stream = null, int streamId = 0, long value = 0,
         Http2ErrorCode errorCode = Http2ErrorCode.NoError, PeerSettingsChange settings = default, bool isControl = false, bool flag = false)
     {
         Kind = kind;
@@ -47,7 +47,7 @@ internal readonly struct WriterMessage
     }
 
     public WriterMessageKind Kind { get; }
-    public Http2Stream? Stream { get; }
+    public IHttp2OutputSource? Stream { get; }
     public int StreamId { get; }
     public long Value { get; }
     public Http2ErrorCode ErrorCode { get; }
@@ -62,16 +62,16 @@ internal readonly struct WriterMessage
     /// <summary>The same message, counted toward <see cref="Http2Options.MaxQueuedControlFrames"/> while queued (read-loop enqueues).</summary>
     public WriterMessage AsControl() => new(Kind, Stream, StreamId, Value, ErrorCode, Settings, isControl: true, Flag);
 
-    public static WriterMessage StreamOutput(Http2Stream stream) => new(WriterMessageKind.StreamOutput, stream, stream.StreamId);
+    public static WriterMessage StreamOutput(IHttp2OutputSource stream) => new(WriterMessageKind.StreamOutput, stream, stream.StreamId);
     public static WriterMessage PeerSettings(PeerSettingsChange change) => new(WriterMessageKind.PeerSettings, settings: change, isControl: true);
     public static WriterMessage PingAck(ulong payload) => new(WriterMessageKind.PingAck, value: (long)payload, isControl: true);
     public static WriterMessage Ping(ulong payload) => new(WriterMessageKind.Ping, value: (long)payload);
     public static WriterMessage WindowUpdate(int streamId, int increment, bool isControl = false) => new(WriterMessageKind.WindowUpdate, streamId: streamId, value: increment, isControl: isControl);
-    public static WriterMessage PeerWindowUpdate(Http2Stream? stream, int increment) => new(WriterMessageKind.PeerWindowUpdate, stream, stream?.StreamId ?? 0, increment, isControl: true);
+    public static WriterMessage PeerWindowUpdate(IHttp2OutputSource? stream, int increment) => new(WriterMessageKind.PeerWindowUpdate, stream, stream?.StreamId ?? 0, increment, isControl: true);
     /// <param name="skipIfEnded">An app abort after the stream already ended writes nothing.</param>
-    public static WriterMessage RstStream(int streamId, Http2Stream? stream, Http2ErrorCode code, bool isControl, bool skipIfEnded = false)
+    public static WriterMessage RstStream(int streamId, IHttp2OutputSource? stream, Http2ErrorCode code, bool isControl, bool skipIfEnded = false)
         => new(WriterMessageKind.RstStream, stream, streamId, errorCode: code, isControl: isControl, flag: skipIfEnded);
-    public static WriterMessage StopStream(Http2Stream stream) => new(WriterMessageKind.StopStream, stream, stream.StreamId);
+    public static WriterMessage StopStream(IHttp2OutputSource stream) => new(WriterMessageKind.StopStream, stream, stream.StreamId);
     public static WriterMessage RejectStream(int streamId, int statusCode, bool resetAfter)
         => new(WriterMessageKind.RejectStream, streamId: streamId, value: statusCode, errorCode: Http2ErrorCode.NoError, isControl: true, flag: resetAfter);
     public static WriterMessage GoAway(int lastStreamId, Http2ErrorCode code) => new(WriterMessageKind.GoAway, streamId: lastStreamId, errorCode: code);
