@@ -206,7 +206,7 @@ internal sealed partial class Http2Stream
             }
             ValidateField(name, value);
             var lower = name.ToLowerInvariant();
-            if (RequestHeaderCollector.IsConnectionSpecific(lower))
+            if (HttpFieldRules.IsConnectionSpecific(lower))
             {
                 continue;
             }
@@ -214,26 +214,20 @@ internal sealed partial class Http2Stream
         }
     }
 
-    private static readonly SearchValues<char> TokenChars =
-        SearchValues.Create("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ");
-
     /// <summary>
     /// Names must be tokens (RFC 9110 §5.1; uppercase is lowercased later, RFC 9113 §8.2); values must not
     /// contain NUL, CR or LF (RFC 9113 §8.2.1) and must fit in one octet per character (HPACK carries octets).
     /// </summary>
     private static void ValidateField(string name, string value)
     {
-        if (name.AsSpan().ContainsAnyExcept(TokenChars))
+        if (!HttpFieldRules.IsToken(name))
         {
             throw new InvalidOperationException($"Invalid response header name '{name}': HTTP/2 field names are tokens (RFC 9110 §5.1).");
         }
-        foreach (var c in value)
+        if (!HttpFieldRules.IsSendableValue(value))
         {
-            if (c is '\0' or '\r' or '\n' or > '\u00FF')
-            {
-                throw new InvalidOperationException(
-                    $"Invalid value for response header '{name}': NUL, CR, LF and characters above U+00FF are not allowed (RFC 9113 §8.2.1).");
-            }
+            throw new InvalidOperationException(
+                $"Invalid value for response header '{name}': NUL, CR, LF and characters above U+00FF are not allowed (RFC 9113 §8.2.1).");
         }
     }
 

@@ -219,66 +219,15 @@ internal sealed class RequestHeaderCollector : IHpackHeaderHandler
         }
     }
 
-    public static bool IsConnectionSpecific(string lowerName) => lowerName is "connection" or "keep-alive" or "proxy-connection" or "transfer-encoding" or "upgrade";
+    public static bool IsConnectionSpecific(string lowerName) => HttpFieldRules.IsConnectionSpecific(lowerName);
 
     private void Malformed(string token) => MalformedToken ??= token;
 
-    private static bool IsValidValue(ReadOnlySpan<byte> value)
-    {
-        if (value.IsEmpty)
-        {
-            return true;
-        }
-        if (value[0] is (byte)' ' or (byte)'\t' || value[^1] is (byte)' ' or (byte)'\t')
-        {
-            return false;
-        }
-        return value.IndexOfAny((byte)0, (byte)'\r', (byte)'\n') < 0;
-    }
+    private static bool IsValidValue(ReadOnlySpan<byte> value) => HttpFieldRules.IsValidValue(value);
 
-    private static bool IsValidName(ReadOnlySpan<byte> name)
-    {
-        if (name.IsEmpty)
-        {
-            return false;
-        }
-        foreach (var b in name)
-        {
-            if (b <= 0x20 || b is >= 0x41 and <= 0x5a || b >= 0x7f || b == (byte)':')
-            {
-                return false;
-            }
-        }
-        return true;
-    }
+    private static bool IsValidName(ReadOnlySpan<byte> name) => HttpFieldRules.IsValidName(name);
 
-    private static bool IsToken(ReadOnlySpan<byte> value)
-    {
-        if (value.IsEmpty)
-        {
-            return false;
-        }
-        foreach (var b in value)
-        {
-            var ok = b is >= (byte)'a' and <= (byte)'z' or >= (byte)'A' and <= (byte)'Z' or >= (byte)'0' and <= (byte)'9'
-                || "!#$%&'*+-.^_`|~"u8.Contains(b);
-            if (!ok)
-            {
-                return false;
-            }
-        }
-        return true;
-    }
+    private static bool IsToken(ReadOnlySpan<byte> value) => HttpFieldRules.IsToken(value);
 
-    private static bool IsVisible(ReadOnlySpan<byte> value)
-    {
-        foreach (var b in value)
-        {
-            if (b <= 0x20 || b >= 0x7f)
-            {
-                return false;
-            }
-        }
-        return true;
-    }
+    private static bool IsVisible(ReadOnlySpan<byte> value) => HttpFieldRules.IsVisible(value);
 }

@@ -1,0 +1,484 @@
+using System.Globalization;
+using Proxy.Codecs.Http2;
+using Proxy.Protocols.Client;
+
+namespace Proxy.Protocols.Http2.Client;
+
+/// <summary>
+/// One stream of a client connection: the mirror image of the server's <see cref="Http2Stream"/>. The request goes
+/// out through the connection's frame-writer loop (this is its <see cref="IHttp2OutputSource"/>); the response comes
+/// in on the read loop into a pipe the relay reads, and consuming it is what returns flow-control credit to the
+/// backend, so the bytes a stream holds are bounded by its receive window.
+/// </summary>
+// Owned by three parties, as a server stream: the read loop (response side, RFC state), the frame-writer loop
+// (Send) and the relay (request body writer, response body reader). Cross-owner fields are atomics or volatile.
+internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
+{
+    private readonly Http2ClientConnection _connection;
+    private readonly Pipe _requestPipe;
+    private readonly Pipe _responsePipe;
+    private readonly RequestBodyWriter _requestWriter;
+    private readonly ResponseBodyReader _responseReader;
+    private readonly TaskCompletionSource _head = new(TaskCreationOptions.RunContinuationsAsynchronously);
+    private readonly int _streamUpdateThreshold;
+    private readonly List<KeyValuePair<string, string>> _headers;
+
+    public Http2ClientStream(Http2ClientConnection connection, BackendRequest request, int initialReceiveWindow)
+    {
+        _connection = connection;
+        _requestPipe = new Pipe(connection.RequestPipeOptions);
+        _responsePipe = new Pipe(connection.ResponsePipeOptions);
+        _requestWriter = new RequestBodyWriter(this, _requestPipe.Writer);
+        _responseReader = new ResponseBodyReader(this, _responsePipe.Reader);
+        _receiveWindow = initialReceiveWindow;
+        _streamUpdateThreshold = Math.Max(1, initialReceiveWindow / 2);
+        _headers = BuildHeaderBlock(request);
+        HasRequestBody = request.HasBody;
+        IsHead = request.Method == "HEAD";
+        if (!request.HasBody)
+        {
+            _requestPipe.Writer.Complete(); // HEADERS carries END_STREAM
+        }
+    }
+
+    /// <summary>
+    /// The HEADERS field list: pseudo-headers first (RFC 9113 §8.3.1), then the fields. The request's fields were
+    /// validated by whoever built it; here the rules that make an HTTP/2 request malformed are enforced once more
+    /// (names lowercase tokens, no connection-specific fields, values without NUL/CR/LF), throwing before anything is
+    /// queued, so nothing invalid ever reaches the connection's HPACK encoder.
+    /// </summary>
+    private static List<KeyValuePair<string, string>> BuildHeaderBlock(BackendRequest request)
+    {
+        if (!HttpFieldRules.IsToken(request.Method))
+        {
+            throw new ArgumentException($"Invalid request method '{request.Method}'.", nameof(request));
+        }
+        if (request.PathAndQuery.Length == 0 || request.PathAndQuery[0] != '/' || !HttpFieldRules.IsVisible(request.PathAndQuery))
+        {
+            throw new ArgumentException($"Invalid request target '{request.PathAndQuery}': an origin-form path is required.", nameof(request));
+        }
+        if (request.Authority.Length == 0 || !HttpFieldRules.IsVisible(request.Authority) || request.Authority.Contains('@'))
+        {
+            throw new ArgumentException($"Invalid authority '{request.Authority}'.", nameof(request));
+        }
+        var fields = new List<KeyValuePair<string, string>>(request.Headers.Count + 5)
+        {
+            new(":method", request.Method),
+            new(":scheme", request.Scheme),
+            new(":authority", request.Authority),
+            new(":path", request.PathAndQuery),
+        };
+        var hasContentLength = false;
+        foreach (var (name, value) in request.Headers)
+        {
+            if (!HttpFieldRules.IsToken(name))
+            {
+                throw new ArgumentException($"Invalid header name '{name}'.", nameof(request));
+            }
+            if (!HttpFieldRules.IsSendableValue(value))
+            {
+                throw new ArgumentException($"Invalid value for header '{name}': NUL, CR, LF and characters above U+00FF are not allowed.", nameof(request));
+            }
+            var lower = HasUpper(name) ? name.ToLowerInvariant() : name;
+            if (HttpFieldRules.IsConnectionSpecific(lower) || lower is "host" || (lower == "te" && value != "trailers"))
+            {
+                continue;
+            }
+            if (lower == "content-length")
+            {
+                if (hasContentLength || request.ContentLength is not null)
+                {
+                    continue; // one content-length, the declared one wins
+                }
+                hasContentLength = true;
+            }
+            fields.Add(new(lower, value));
+        }
+        if (request.ContentLength is { } length)
+        {
+            fields.Add(new("content-length", length.ToString(CultureInfo.InvariantCulture)));
+        }
+        return fields;
+
+        static bool HasUpper(string name)
+        {
+            foreach (var c in name)
+            {
+                if (c is >= 'A' and <= 'Z')
+                {
+                    return true;
+                }
+            }
+            return false;
+        }
+    }
+
+    internal bool HasRequestBody { get; }
+    internal bool IsHead { get; }
+
+    // ---- Set once by the connection when it opens the stream (under its open lock), read by all ----
+
+    public int StreamId { get; internal set; }
+
+    // ---- Owned by the frame-writer loop ----
+
+    public Http2SendState Send { get; } = new();
+    PipeReader IHttp2OutputSource.OutputReader => _requestPipe.Reader;
+    public List<KeyValuePair<string, string>>? SubmittedHeaders => _headers;
+    public List<KeyValuePair<string, string>>? SubmittedTrailers => null;
+    Http2Stream.FileOutput? IHttp2OutputSource.PendingFile => null;
+    void IHttp2OutputSource.ClearFile(Http2Stream.FileOutput file) { }
+    void IHttp2OutputSource.EndFileOutput() { }
+
+    // ---- Owned by the read loop ----
+
+    internal bool HeadReceived;
+    internal bool RemoteEnded;
+    internal bool OutputEnded;
+    internal long ReceivedBodyLength;
+    internal long? DeclaredContentLength;
+
+    // ---- Shared atomics ----
+
+    private int _outputSignaled;
+    private int _receiveWindow;
+    private int _pendingStreamCredit;
+    private long _bufferedBytes;
+    private volatile bool _responseAbandoned;
+    private volatile bool _abortRequested;
+    private volatile bool _outputReleased;
+    private volatile bool _remoteEndedShared;
+    private int _finished; // 1 once the connection stopped counting this stream
+
+    public bool AbortRequested => _abortRequested;
+    public bool OutputReleased => _outputReleased;
+
+    public void ClearOutputSignal() => Interlocked.Exchange(ref _outputSignaled, 0);
+
+    internal void SignalOutput()
+    {
+        if (Interlocked.Exchange(ref _outputSignaled, 1) == 0)
+        {
+            _connection.EnqueueFromProducer(WriterMessage.StreamOutput(this));
+        }
+    }
+
+    /// <summary>True the first time: the connection's active-stream count is released exactly once per stream.</summary>
+    internal bool TryFinish() => Interlocked.Exchange(ref _finished, 1) == 0;
+
+    // ---- BackendExchange ----
+
+    public override PipeWriter RequestBody => _requestWriter;
+    public override PipeReader ResponseBody => _responseReader;
+
+    public override async ValueTask ReadResponseHeadAsync(CancellationToken cancellationToken)
+    {
+        if (_head.Task.IsCompleted)
+        {
+            await _head.Task;
+            return;
+        }
+        try
+        {
+            await _head.Task.WaitAsync(cancellationToken);
+        }
+        catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+        {
+            Abort();
+            throw;
+        }
+    }
+
+    public override void Abort(uint errorCode = (uint)Http2ErrorCode.Cancel)
+    {
+        if (_abortRequested)
+        {
+            return;
+        }
+        _abortRequested = true;
+        var error = new BackendException(BackendFailure.Aborted, "The exchange was aborted.");
+        _head.TrySetException(error);
+        // The read loop takes the stream out of its table, fails the response pipe and asks the writer for RST_STREAM
+        // (unless the stream already closed both ways: then there is nothing to reset, RFC 9113 §5.1).
+        _connection.PostAbandon(this, (Http2ErrorCode)errorCode);
+    }
+
+    public override ValueTask DisposeAsync()
+    {
+        // A relay that stopped early (client gone) without aborting: abandon what is left of the stream.
+        if (!_abortRequested && (!_remoteEndedShared || !_requestWriter.IsCompleted))
+        {
+            Abort();
+        }
+        _responseReader.Complete();
+        return ValueTask.CompletedTask;
+    }
+
+    // ---- Read loop side of the response ----
+
+    internal int ReceiveWindow => Volatile.Read(ref _receiveWindow);
+
+    internal void DebitReceiveWindow(int length) => Interlocked.Add(ref _receiveWindow, -length);
+
+    /// <summary>The final response head arrived (read loop). <paramref name="endStream"/>: no body follows.</summary>
+    internal void OnResponseHead(int status, List<KeyValuePair<string, string>> fields, bool endStream)
+    {
+        HeadReceived = true;
+        StatusCode = status;
+        ResponseHeaders.AddRange(fields);
+        if (endStream)
+        {
+            EndResponse();
+        }
+        _head.TrySetResult();
+    }
+
+    /// <summary>Copies DATA into the response pipe (read loop). Returns bytes to credit back at once (nobody reads them any more).</summary>
+    internal int DeliverData(in ReadOnlySequence<byte> data)
+    {
+        if (data.IsEmpty)
+        {
+            return 0;
+        }
+        Interlocked.Add(ref _bufferedBytes, data.Length);
+        if (_responseAbandoned)
+        {
+            return (int)Interlocked.Exchange(ref _bufferedBytes, 0);
+        }
+        try
+        {
+            foreach (var segment in data)
+            {
+                _responsePipe.Writer.Write(segment.Span);
+            }
+            // No pause threshold: never pending, never blocks the read loop (the window bounds the pipe).
+            var flush = _responsePipe.Writer.FlushAsync();
+            if (!flush.IsCompletedSuccessfully)
+            {
+                flush.AsTask().GetAwaiter().GetResult();
+            }
+        }
+        catch (Exception)
+        {
+            return (int)Interlocked.Exchange(ref _bufferedBytes, 0);
+        }
+        return _responseAbandoned ? (int)Interlocked.Exchange(ref _bufferedBytes, 0) : 0;
+    }
+
+    /// <summary>Trailers arrived (read loop); END_STREAM follows at once.</summary>
+    internal void OnTrailers(List<KeyValuePair<string, string>> fields) => ResponseTrailers.AddRange(fields);
+
+    /// <summary>END_STREAM from the backend (read loop): the response body completes (after trailers were stored).</summary>
+    internal void EndResponse()
+    {
+        RemoteEnded = true;
+        _remoteEndedShared = true;
+        _responsePipe.Writer.Complete();
+    }
+
+    /// <summary>The stream failed for the backend or the connection (read loop): every waiter sees <paramref name="error"/>.</summary>
+    internal void Fail(BackendException error)
+    {
+        RemoteEnded = true;
+        _remoteEndedShared = true;
+        _outputReleased = true;
+        _head.TrySetException(error);
+        _responsePipe.Writer.Complete(error);
+        _requestPipe.Writer.CancelPendingFlush(); // a relay waiting for request credit sees the end now
+    }
+
+    /// <summary>The read loop released the stream's output (reset, closed): later request writes are dropped.</summary>
+    internal void ReleaseOutput()
+    {
+        _outputReleased = true;
+        _requestPipe.Writer.CancelPendingFlush();
+    }
+
+    // ---- Relay side of the response: credit goes back as the relay consumes (RFC 9113 §6.9) ----
+
+    private void OnResponseConsumed(long bytes)
+    {
+        if (bytes <= 0)
+        {
+            return;
+        }
+        Interlocked.Add(ref _bufferedBytes, -bytes);
+        _connection.ReturnConnectionCredit((int)bytes);
+        if (_remoteEndedShared)
+        {
+            return;
+        }
+        var pending = Interlocked.Add(ref _pendingStreamCredit, (int)bytes);
+        if (pending >= _streamUpdateThreshold)
+        {
+            var increment = Interlocked.Exchange(ref _pendingStreamCredit, 0);
+            if (increment > 0)
+            {
+                Interlocked.Add(ref _receiveWindow, increment);
+                _connection.EnqueueFromProducer(WriterMessage.WindowUpdate(StreamId, increment));
+            }
+        }
+    }
+
+    private void OnResponseAbandoned()
+    {
+        _responseAbandoned = true;
+        var left = Interlocked.Exchange(ref _bufferedBytes, 0);
+        if (left > 0)
+        {
+            _connection.ReturnConnectionCredit((int)left);
+        }
+    }
+
+    /// <summary>Padding is never read: its stream credit goes back at once (read loop).</summary>
+    internal void ReturnPaddingCredit(int bytes)
+    {
+        if (bytes > 0 && !RemoteEnded)
+        {
+            var pending = Interlocked.Add(ref _pendingStreamCredit, bytes);
+            if (pending >= _streamUpdateThreshold)
+            {
+                var increment = Interlocked.Exchange(ref _pendingStreamCredit, 0);
+                if (increment > 0)
+                {
+                    Interlocked.Add(ref _receiveWindow, increment);
+                    _connection.EnqueueFromProducer(WriterMessage.WindowUpdate(StreamId, increment));
+                }
+            }
+        }
+    }
+
+    /// <summary>The response body the relay reads; consuming returns credit.</summary>
+    // Owned by the relay's response flow.
+    private sealed class ResponseBodyReader(Http2ClientStream stream, PipeReader inner) : PipeReader
+    {
+        private ReadOnlySequence<byte> _lastBuffer;
+        private int _completed;
+
+        public override void AdvanceTo(SequencePosition consumed) => AdvanceTo(consumed, consumed);
+
+        public override void AdvanceTo(SequencePosition consumed, SequencePosition examined)
+        {
+            var bytes = _lastBuffer.Slice(_lastBuffer.Start, consumed).Length;
+            _lastBuffer = default;
+            inner.AdvanceTo(consumed, examined);
+            stream.OnResponseConsumed(bytes);
+        }
+
+        public override void CancelPendingRead() => inner.CancelPendingRead();
+
+        public override void Complete(Exception? exception = null)
+        {
+            if (Interlocked.Exchange(ref _completed, 1) == 1)
+            {
+                return;
+            }
+            stream._responseAbandoned = true;
+            inner.Complete(exception);
+            stream.OnResponseAbandoned();
+        }
+
+        public override async ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
+        {
+            var result = await inner.ReadAsync(cancellationToken);
+            _lastBuffer = result.Buffer;
+            return result;
+        }
+
+        public override bool TryRead(out ReadResult result)
+        {
+            if (inner.TryRead(out result))
+            {
+                _lastBuffer = result.Buffer;
+                return true;
+            }
+            return false;
+        }
+    }
+
+    /// <summary>The request body the relay writes; a flush hands the bytes to the writer loop and waits for backpressure.</summary>
+    // Owned by the relay's request flow.
+    private sealed class RequestBodyWriter(Http2ClientStream stream, PipeWriter inner) : PipeWriter
+    {
+        private static readonly FlushResult Ended = new(isCanceled: false, isCompleted: true);
+        private byte[]? _discard;
+        private bool _lastBufferDiscarded;
+        private int _completed;
+
+        public bool IsCompleted => Volatile.Read(ref _completed) == 1 || !stream.HasRequestBody;
+
+        private bool OutputClosed => stream._abortRequested || stream._outputReleased;
+
+        public override void Advance(int bytes)
+        {
+            if (!_lastBufferDiscarded)
+            {
+                inner.Advance(bytes);
+            }
+        }
+
+        public override Memory<byte> GetMemory(int sizeHint = 0) => OutputClosed ? Discard(sizeHint) : Keep(inner.GetMemory(sizeHint));
+
+        public override Span<byte> GetSpan(int sizeHint = 0) => GetMemory(sizeHint).Span;
+
+        private Memory<byte> Keep(Memory<byte> memory)
+        {
+            _lastBufferDiscarded = false;
+            return memory;
+        }
+
+        private Memory<byte> Discard(int sizeHint)
+        {
+            _lastBufferDiscarded = true;
+            var size = Math.Max(sizeHint, 4096);
+            if (_discard is null || _discard.Length < size)
+            {
+                _discard = new byte[size];
+            }
+            return _discard;
+        }
+
+        public override void CancelPendingFlush() => inner.CancelPendingFlush();
+
+        public override void Complete(Exception? exception = null)
+        {
+            if (Interlocked.Exchange(ref _completed, 1) == 1 || !stream.HasRequestBody)
+            {
+                return;
+            }
+            if (exception is not null)
+            {
+                stream.Abort();
+                return;
+            }
+            // Completing the pipe tells the writer loop to end the stream (END_STREAM on the last DATA).
+            inner.Complete();
+            stream.SignalOutput();
+        }
+
+        public override ValueTask CompleteAsync(Exception? exception = null)
+        {
+            Complete(exception);
+            return ValueTask.CompletedTask;
+        }
+
+        public override ValueTask<FlushResult> FlushAsync(CancellationToken cancellationToken = default)
+        {
+            if (OutputClosed)
+            {
+                return cancellationToken.IsCancellationRequested ? ValueTask.FromCanceled<FlushResult>(cancellationToken) : new ValueTask<FlushResult>(Ended);
+            }
+            var flush = inner.FlushAsync(cancellationToken);
+            stream.SignalOutput();
+            if (flush.IsCompletedSuccessfully)
+            {
+                return new ValueTask<FlushResult>(Translate(flush.Result));
+            }
+            return AwaitFlushAsync(flush);
+        }
+
+        private async ValueTask<FlushResult> AwaitFlushAsync(ValueTask<FlushResult> flush) => Translate(await flush);
+
+        private FlushResult Translate(FlushResult result) => result.IsCanceled && stream._outputReleased ? Ended : result;
+    }
+}

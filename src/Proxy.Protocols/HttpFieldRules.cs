@@ -1,0 +1,105 @@
+namespace Proxy.Protocols;
+
+/// <summary>
+/// The one field policy of the engines, both roles and both directions: which names and values may appear in an
+/// HTTP/2 message (RFC 9113 §8.2) and which fields are connection-specific (§8.2.2, RFC 9110 §7.6.1). The request
+/// and response collectors, the response writers and the relay all ask here.
+/// </summary>
+// Stateless.
+public static class HttpFieldRules
+{
+    private static readonly SearchValues<byte> TokenBytes =
+        SearchValues.Create("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"u8);
+
+    private static readonly SearchValues<char> TokenChars =
+        SearchValues.Create("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ");
+
+    /// <summary>
+    /// Connection-specific fields (lowercase names): RFC 9113 §8.2.2 "An endpoint MUST NOT generate an HTTP/2 message
+    /// containing connection-specific header fields"; a proxy never forwards them either way (RFC 9110 §7.6.1).
+    /// </summary>
+    public static bool IsConnectionSpecific(string lowerName) =>
+        lowerName is "connection" or "keep-alive" or "proxy-connection" or "transfer-encoding" or "upgrade";
+
+    /// <summary>RFC 9110 §5.6.2 token: one or more tchar.</summary>
+    public static bool IsToken(ReadOnlySpan<byte> value) => !value.IsEmpty && !value.ContainsAnyExcept(TokenBytes);
+
+    /// <summary>RFC 9110 §5.6.2 token over a string.</summary>
+    public static bool IsToken(ReadOnlySpan<char> value) => !value.IsEmpty && !value.ContainsAnyExcept(TokenChars);
+
+    /// <summary>
+    /// RFC 9113 §8.2.1: "A field name MUST NOT contain characters in the ranges 0x00-0x20, 0x41-0x5a, or 0x7f-0xff"
+    /// (so no uppercase), and a colon only starts a pseudo-header.
+    /// </summary>
+    public static bool IsValidName(ReadOnlySpan<byte> name)
+    {
+        if (name.IsEmpty)
+        {
+            return false;
+        }
+        foreach (var b in name)
+        {
+            if (b <= 0x20 || b is >= 0x41 and <= 0x5a || b >= 0x7f || b == (byte)':')
+            {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /// <summary>RFC 9113 §8.2.1: a value MUST NOT contain NUL, CR or LF, nor start or end with SP or HTAB.</summary>
+    public static bool IsValidValue(ReadOnlySpan<byte> value)
+    {
+        if (value.IsEmpty)
+        {
+            return true;
+        }
+        if (value[0] is (byte)' ' or (byte)'\t' || value[^1] is (byte)' ' or (byte)'\t')
+        {
+            return false;
+        }
+        return value.IndexOfAny((byte)0, (byte)'\r', (byte)'\n') < 0;
+    }
+
+    /// <summary>
+    /// A value we may send: no NUL, CR or LF (RFC 9113 §8.2.1) and one octet per character (HPACK and HTTP/1.1 carry
+    /// octets). Leading or trailing whitespace is tolerated on output (the peer trims it on HTTP/1.1).
+    /// </summary>
+    public static bool IsSendableValue(ReadOnlySpan<char> value)
+    {
+        foreach (var c in value)
+        {
+            if (c is '\0' or '\r' or '\n' or > '\u00FF')
+            {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /// <summary>Visible ASCII only (no SP, CTL or non-ASCII): :authority and :path octets.</summary>
+    public static bool IsVisible(ReadOnlySpan<byte> value)
+    {
+        foreach (var b in value)
+        {
+            if (b <= 0x20 || b >= 0x7f)
+            {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /// <summary>Visible ASCII only, over a string.</summary>
+    public static bool IsVisible(ReadOnlySpan<char> value)
+    {
+        foreach (var c in value)
+        {
+            if (c <= ' ' || c >= '\u007f')
+            {
+                return false;
+            }
+        }
+        return true;
+    }
+}
