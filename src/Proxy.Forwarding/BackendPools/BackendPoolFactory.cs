@@ -19,7 +19,8 @@ internal static class BackendPoolFactory
     public static readonly TimeSpan DefaultQueueTimeout = TimeSpan.FromSeconds(5);
     public const int DefaultMaxQueueLength = 1024;
 
-    public static ClusterState Build(ClusterConfig config, IReadOnlyDictionary<string, ILoadBalancingPolicy> policies, TimeProvider? time = null)
+    public static ClusterState Build(ClusterConfig config, IReadOnlyDictionary<string, ILoadBalancingPolicy> policies, TimeProvider? time = null,
+        IForwarderTransport? nativeTransport = null)
     {
         var client = config.HttpClient ?? new HttpClientConfig();
         var destinations = (config.Destinations ?? new Dictionary<string, DestinationConfig>())
@@ -41,8 +42,15 @@ internal static class BackendPoolFactory
         {
             PanicWhenNoneAvailable = string.Equals(config.HealthCheck?.AvailableDestinationsPolicy,
                 AvailableDestinationsPolicies.HealthyOrPanic, StringComparison.OrdinalIgnoreCase),
+            NativeTransport = UsesNative(config, nativeTransport) ? nativeTransport!.CreateCluster(config) : null,
         };
     }
+
+    /// <summary>The cluster's <see cref="ClusterConfig.Transport"/>, or the registered native transport's default.</summary>
+    private static bool UsesNative(ClusterConfig config, IForwarderTransport? native) =>
+        native is not null && (config.Transport is null
+            ? native.IsDefault
+            : string.Equals(config.Transport, ForwarderTransports.Native, StringComparison.OrdinalIgnoreCase));
 
     private static AdmissionGate CreateGate(HttpClientConfig client) =>
         client.MaxConcurrentRequestsPerDestination is null

@@ -37,6 +37,9 @@ public sealed class ClusterState
 
     internal ForwarderRequestConfig RequestConfig { get; }
 
+    /// <summary>The native transport of this cluster (our own client connections), or null for HttpClient.</summary>
+    internal IForwarderClusterTransport? NativeTransport { get; init; }
+
     /// <summary>Whether the cluster's AvailableDestinationsPolicy is HealthyOrPanic.</summary>
     internal bool PanicWhenNoneAvailable { get; init; }
 

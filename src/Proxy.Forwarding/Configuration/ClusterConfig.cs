@@ -15,6 +15,13 @@ public sealed record ClusterConfig
     /// <summary>The backend connection pool settings.</summary>
     public HttpClientConfig? HttpClient { get; init; }
 
+    /// <summary>
+    /// Which client carries this cluster's requests (one of <see cref="Forwarder.ForwarderTransports"/>): <c>Native</c>, our
+    /// own HTTP/2 and HTTP/1.1 client connections relayed stream to stream, or <c>HttpClient</c> (SocketsHttpHandler).
+    /// Null: Native when a native transport is registered as the default (the proxy on Proxy.Server), else HttpClient.
+    /// </summary>
+    public string? Transport { get; init; }
+
     /// <summary>Per-request settings for requests to this cluster.</summary>
     public HttpRequestConfig? HttpRequest { get; init; }
 

@@ -17,7 +17,7 @@ internal static class ConfigValidator
         LoadBalancingPolicies.LeastRequests, LoadBalancingPolicies.FirstAlphabetical,
     };
 
-    public static void Validate(ProxyConfig config, string root, List<string> errors, ICollection<string>? extraPolicies = null)
+    public static void Validate(ProxyConfig config, string root, List<string> errors, ICollection<string>? extraPolicies = null, bool nativeTransportAvailable = false)
     {
         var clusterIds = new HashSet<string>(StringComparer.OrdinalIgnoreCase);
         foreach (var cluster in config.Clusters)
@@ -33,6 +33,18 @@ internal static class ConfigValidator
             }
 
             ValidateCluster(cluster, path, errors, extraPolicies);
+            if (cluster.Transport is { } transport)
+            {
+                if (!string.Equals(transport, ForwarderTransports.Native, StringComparison.OrdinalIgnoreCase)
+                    && !string.Equals(transport, ForwarderTransports.HttpClient, StringComparison.OrdinalIgnoreCase))
+                {
+                    errors.Add($"{path}:Transport: '{transport}' is not one of {ForwarderTransports.Native}, {ForwarderTransports.HttpClient}.");
+                }
+                else if (string.Equals(transport, ForwarderTransports.Native, StringComparison.OrdinalIgnoreCase) && !nativeTransportAvailable)
+                {
+                    errors.Add($"{path}:Transport: '{ForwarderTransports.Native}' needs the native relay: run the proxy on Proxy.Server (UseProxyServer) with AddNativeRelay(), or use {ForwarderTransports.HttpClient}.");
+                }
+            }
         }
 
         var routeIds = new HashSet<string>(StringComparer.OrdinalIgnoreCase);

@@ -86,6 +86,7 @@ internal static class ConfigurationReader
         {
             ClusterId = s.Key,
             LoadBalancingPolicy = s["LoadBalancingPolicy"],
+            Transport = s["Transport"],
             Destinations = destinations,
             Metadata = Dictionary(s.GetSection("Metadata")),
             HttpClient = !client.Exists() ? null : new HttpClientConfig

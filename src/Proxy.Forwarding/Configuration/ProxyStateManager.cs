@@ -2,6 +2,7 @@ using System.Text.Json;
 using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Primitives;
 using Proxy.Forwarding.BackendPools;
+using Proxy.Forwarding.Forwarder;
 using Proxy.Forwarding.LoadBalancing;
 using Proxy.Forwarding.Routing;
 using Proxy.Forwarding.Telemetry;
@@ -34,9 +35,12 @@ internal sealed class ProxyStateManager : IDisposable
     private CancellationTokenSource _changed = new();
     private IDisposable? _subscription;
     private TaskCompletionSource _reloadAttempt = new(TaskCreationOptions.RunContinuationsAsynchronously);
+    private readonly IForwarderTransport? _nativeTransport;
 
-    public ProxyStateManager(IEnumerable<ILoadBalancingPolicy> policies, ILogger<ProxyStateManager> logger, IProxyConfigProvider? provider = null, TimeProvider? time = null)
+    public ProxyStateManager(IEnumerable<ILoadBalancingPolicy> policies, ILogger<ProxyStateManager> logger, IProxyConfigProvider? provider = null, TimeProvider? time = null,
+        IEnumerable<IForwarderTransport>? transports = null)
     {
+        _nativeTransport = transports?.LastOrDefault();
         _time = time ?? TimeProvider.System;
         _provider = provider;
         _policies = policies.GroupBy(p => p.Name, StringComparer.OrdinalIgnoreCase)
@@ -109,7 +113,7 @@ internal sealed class ProxyStateManager : IDisposable
     {
         var errors = new List<string>();
         var config = _provider!.GetConfig(errors);
-        ConfigValidator.Validate(config, _provider.Name, errors, _policies.Keys.ToList());
+        ConfigValidator.Validate(config, _provider.Name, errors, _policies.Keys.ToList(), _nativeTransport is not null);
         if (errors.Count > 0)
         {
             throw new ProxyConfigException(_provider is ConfigurationConfigProvider c ? errors.ConvertAll(c.DescribeSource) : errors);
@@ -135,7 +139,7 @@ internal sealed class ProxyStateManager : IDisposable
 
             // NOTE: a replaced cluster's handler is not disposed: requests in flight still use it.
             // Its idle connections close after PooledConnectionIdleTimeout.
-            clusters[cluster.ClusterId] = BackendPoolFactory.Build(cluster, _policies, _time);
+            clusters[cluster.ClusterId] = BackendPoolFactory.Build(cluster, _policies, _time, _nativeTransport);
             rebuiltClusters++;
         }
 

@@ -82,6 +82,108 @@ internal static class HeaderRules
         }
     }
 
+    // Content headers in HttpClient's sense: they only travel with a body (a GET without one sends no Content-Type),
+    // and the native path keeps that behaviour.
+    private static readonly HashSet<string> ContentHeaders = new(StringComparer.OrdinalIgnoreCase)
+    {
+        "Allow", "Content-Disposition", "Content-Encoding", "Content-Language", "Content-Length", "Content-Location",
+        "Content-MD5", "Content-Range", "Content-Type", "Expires", "Last-Modified",
+    };
+
+    /// <summary>
+    /// The native twin of <see cref="CopyRequestHeaders(HttpContext, HttpRequestMessage)"/>: the client's request headers minus
+    /// hop-by-hop fields into a request head, each value its own field; content headers only with a body; Content-Length
+    /// is left to the transport (it sends <see cref="ForwarderRequestHead.ContentLength"/>); TE only as "trailers".
+    /// </summary>
+    public static void CopyRequestHeaders(HttpContext context, ForwarderRequestHead head)
+    {
+        var headers = context.Request.Headers;
+        var listed = ConnectionListed(headers.Connection);
+        foreach (var (name, values) in headers)
+        {
+            if (IsHopByHop(name) || listed?.Contains(name) == true
+                || (ContentHeaders.Contains(name) && (!head.HasBody || name.Equals("Content-Length", StringComparison.OrdinalIgnoreCase))))
+            {
+                continue;
+            }
+
+            foreach (var value in values)
+            {
+                if (value is not null)
+                {
+                    head.Headers.Add(new(name, value));
+                }
+            }
+        }
+
+        if (headers.TryGetValue("TE", out var te) && listed?.Contains("TE") != true && ListsTrailers(te))
+        {
+            head.Headers.Add(new("te", "trailers"));
+        }
+    }
+
+    private static bool ListsTrailers(StringValues te)
+    {
+        foreach (var value in te)
+        {
+            var span = value.AsSpan();
+            foreach (var range in span.Split(','))
+            {
+                if (span[range].Trim().Equals("trailers", StringComparison.OrdinalIgnoreCase))
+                {
+                    return true;
+                }
+            }
+        }
+
+        return false;
+    }
+
+    /// <summary>Copies a native response's (or trailers') fields to the client, minus hop-by-hop fields and those Connection lists.</summary>
+    public static void CopyResponseHeaders(IReadOnlyList<KeyValuePair<string, string>> fields, IHeaderDictionary destination)
+    {
+        HashSet<string>? listed = null;
+        foreach (var (name, value) in fields)
+        {
+            if (name.Equals("connection", StringComparison.OrdinalIgnoreCase))
+            {
+                listed ??= ConnectionListed(value);
+            }
+        }
+
+        for (var i = 0; i < fields.Count; i++)
+        {
+            var (name, value) = fields[i];
+            if (IsHopByHop(name) || listed?.Contains(name) == true)
+            {
+                continue;
+            }
+
+            // As the HttpClient path: the backend's field replaces one the pipeline set, and repeats of it add values.
+            if (AppearsBefore(fields, i, name))
+            {
+                destination.Append(name, value);
+            }
+            else
+            {
+                destination[name] = value;
+            }
+        }
+
+        static bool AppearsBefore(IReadOnlyList<KeyValuePair<string, string>> fields, int index, string name)
+        {
+            for (var j = 0; j < index; j++)
+            {
+                if (string.Equals(fields[j].Key, name, StringComparison.OrdinalIgnoreCase))
+                {
+                    return true;
+                }
+            }
+
+            return false;
+        }
+    }
+
     /// <summary>Adds a header to the request or, when it is a content header, to its content (if any).</summary>
     public static void AddRequestHeader(HttpRequestMessage request, string name, StringValues values)
     {

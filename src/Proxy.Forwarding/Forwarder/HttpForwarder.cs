@@ -10,7 +10,7 @@ namespace Proxy.Forwarding.Forwarder;
 
 /// <summary>The forwarder: one request in, one backend exchange, the response streamed back.</summary>
 // Stateless and shared; all per-request state lives in locals of SendCoreAsync.
-internal sealed class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMetrics metrics) : IHttpForwarder
+internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMetrics metrics) : IHttpForwarder
 {
     /// <summary>YARP's default quiet period; not applied to SSE and gRPC unless configured. Settable for tests.</summary>
     internal TimeSpan DefaultActivityTimeout { get; set; } = TimeSpan.FromSeconds(100);

@@ -76,7 +76,10 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
                 ActivityTimeout = route.Config.ActivityTimeout ?? cluster.RequestConfig.ActivityTimeout,
                 Timeout = route.Config.Timeout,
             };
-            var error = await forwarder.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer);
+            // The native transport (our own client connections) when the cluster has one; a replaced IHttpForwarder keeps its own path.
+            var error = forwarder is HttpForwarder ours
+                ? await ours.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer, cluster.NativeTransport)
+                : await forwarder.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer);
             // Passive health: a destination whose transport keeps failing is sat out for the
             // reactivation period instead of failing a share of all requests.
             passiveHealth.RequestCompleted(cluster, destination, error);

@@ -53,6 +53,42 @@ public class HttpTransformer
         return ValueTask.CompletedTask;
     }
 
+    // ---- The native transports' path: the same work on a ForwarderRequestHead and a ForwarderBackendCall ----
+
+    /// <summary>
+    /// Fills the native request head the way <see cref="TransformRequestAsync"/> fills an HttpRequestMessage. Returns false
+    /// for a derived transformer, which only knows HttpRequestMessage: the forwarder then uses HttpClient for the request.
+    /// </summary>
+    internal virtual bool TryTransformRequestNative(HttpContext httpContext, ForwarderRequestHead head, in NativeDestination destination)
+    {
+        if (GetType() != typeof(HttpTransformer))
+        {
+            return false;
+        }
+
+        HeaderRules.CopyRequestHeaders(httpContext, head);
+        head.PathAndQuery = destination.Target(httpContext.Request.Path, httpContext.Request.QueryString);
+        return true;
+    }
+
+    /// <summary>Copies the response head (minus hop-by-hop fields); <paramref name="call"/> is null when there is no response.</summary>
+    internal virtual void TransformResponseNative(HttpContext httpContext, ForwarderBackendCall? call)
+    {
+        if (call is not null)
+        {
+            HeaderRules.CopyResponseHeaders(call.ResponseHeaders, httpContext.Response.Headers);
+        }
+    }
+
+    /// <summary>Copies the trailers when the client can receive them.</summary>
+    internal virtual void TransformResponseTrailersNative(HttpContext httpContext, ForwarderBackendCall call)
+    {
+        if (call.ResponseTrailers.Count > 0 && httpContext.Features.Get<IHttpResponseTrailersFeature>()?.Trailers is { IsReadOnly: false } destination)
+        {
+            HeaderRules.CopyResponseHeaders(call.ResponseTrailers, destination);
+        }
+    }
+
     /// <summary>Joins a destination prefix (which may carry a base path) with a request path and query.</summary>
     public static Uri MakeDestinationAddress(string destinationPrefix, PathString path, QueryString query)
     {

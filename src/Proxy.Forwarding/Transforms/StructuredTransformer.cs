@@ -19,7 +19,7 @@ internal sealed class StructuredTransformer(
             HeaderRules.CopyRequestHeaders(httpContext, proxyRequest);
         }
 
-        var context = new RequestTransformContext(httpContext, proxyRequest, destinationPrefix);
+        var context = new RequestTransformContext(httpContext, new MessageRequestHeaders(proxyRequest), destinationPrefix);
         foreach (var transform in requestTransforms)
         {
             transform.Apply(context);
@@ -34,6 +34,55 @@ internal sealed class StructuredTransformer(
         return ValueTask.CompletedTask;
     }
 
+    internal override bool TryTransformRequestNative(HttpContext httpContext, ForwarderRequestHead head, in NativeDestination destination)
+    {
+        if (copyRequestHeaders)
+        {
+            HeaderRules.CopyRequestHeaders(httpContext, head);
+        }
+
+        var context = new RequestTransformContext(httpContext, new HeadRequestHeaders(head), destination.Prefix);
+        foreach (var transform in requestTransforms)
+        {
+            transform.Apply(context);
+        }
+
+        head.PathAndQuery = destination.Target(context.Path, context.QueryString);
+        if (useOriginalHost && httpContext.Request.Host.HasValue)
+        {
+            head.Authority = httpContext.Request.Host.Value;
+        }
+
+        return true;
+    }
+
+    internal override void TransformResponseNative(HttpContext httpContext, ForwarderBackendCall? call)
+    {
+        base.TransformResponseNative(httpContext, call);
+        foreach (var transform in responseTransforms)
+        {
+            if (!transform.IsTrailer)
+            {
+                transform.Apply(httpContext, httpContext.Response.Headers, call is not null);
+            }
+        }
+    }
+
+    internal override void TransformResponseTrailersNative(HttpContext httpContext, ForwarderBackendCall call)
+    {
+        base.TransformResponseTrailersNative(httpContext, call);
+        if (httpContext.Features.Get<IHttpResponseTrailersFeature>()?.Trailers is { IsReadOnly: false } trailers)
+        {
+            foreach (var transform in responseTransforms)
+            {
+                if (transform.IsTrailer)
+                {
+                    transform.Apply(httpContext, trailers, hasResponse: true);
+                }
+            }
+        }
+    }
+
     public override async ValueTask<bool> TransformResponseAsync(HttpContext httpContext, HttpResponseMessage? proxyResponse, CancellationToken cancellationToken)
     {
         var copyBody = await base.TransformResponseAsync(httpContext, proxyResponse, cancellationToken).ConfigureAwait(false);
@@ -41,7 +90,7 @@ internal sealed class StructuredTransformer(
         {
             if (!transform.IsTrailer)
             {
-                transform.Apply(httpContext, httpContext.Response.Headers, proxyResponse);
+                transform.Apply(httpContext, httpContext.Response.Headers, proxyResponse is not null);
             }
         }
 
@@ -57,7 +106,7 @@ internal sealed class StructuredTransformer(
             {
                 if (transform.IsTrailer)
                 {
-                    transform.Apply(httpContext, trailers, proxyResponse);
+                    transform.Apply(httpContext, trailers, hasResponse: true);
                 }
             }
         }

@@ -3,15 +3,68 @@ using Microsoft.Extensions.Primitives;
 
 namespace Proxy.Forwarding.Transforms;
 
-/// <summary>What request transforms see and change. The URI is built from Path and Query at the end.</summary>
+/// <summary>The backend request's header fields as transforms change them: an HttpRequestMessage, or a native request head.</summary>
+internal abstract class ProxyRequestHeaders
+{
+    public abstract void Append(string name, string value);
+
+    public abstract void Remove(string name);
+
+    public abstract string? Get(string name);
+}
+
+/// <summary>Headers of an HttpRequestMessage (content headers go to its content, when it has one).</summary>
 // Owned by one request's transform pass.
-internal sealed class RequestTransformContext(HttpContext httpContext, HttpRequestMessage proxyRequest, string destinationPrefix)
+internal sealed class MessageRequestHeaders(HttpRequestMessage request) : ProxyRequestHeaders
+{
+    public override void Append(string name, string value)
+    {
+        if (!request.Headers.TryAddWithoutValidation(name, value))
+        {
+            request.Content?.Headers.TryAddWithoutValidation(name, value);
+        }
+    }
+
+    public override void Remove(string name)
+    {
+        request.Headers.Remove(name);
+        request.Content?.Headers.Remove(name);
+    }
+
+    public override string? Get(string name) =>
+        request.Headers.NonValidated.TryGetValues(name, out var values) ? values.ToString() : null;
+}
+
+/// <summary>Headers of a native request head: an ordered field list, names compared case-insensitively.</summary>
+// Owned by one request's transform pass.
+internal sealed class HeadRequestHeaders(Forwarder.ForwarderRequestHead head) : ProxyRequestHeaders
+{
+    public override void Append(string name, string value) => head.Headers.Add(new(name, value));
+
+    public override void Remove(string name) =>
+        head.Headers.RemoveAll(field => string.Equals(field.Key, name, StringComparison.OrdinalIgnoreCase));
+
+    public override string? Get(string name)
+    {
+        string? result = null;
+        foreach (var (key, value) in head.Headers)
+        {
+            if (string.Equals(key, name, StringComparison.OrdinalIgnoreCase))
+            {
+                result = result is null ? value : result + ", " + value;
+            }
+        }
+        return result;
+    }
+}
+
+/// <summary>What request transforms see and change. The target is built from Path and Query at the end.</summary>
+// Owned by one request's transform pass.
+internal sealed class RequestTransformContext(HttpContext httpContext, ProxyRequestHeaders headers, string destinationPrefix)
 {
     private Dictionary<string, StringValues>? _query;
 
     public HttpContext HttpContext { get; } = httpContext;
-
-    public HttpRequestMessage ProxyRequest { get; } = proxyRequest;
 
     public string DestinationPrefix { get; } = destinationPrefix;
 
@@ -29,22 +82,11 @@ internal sealed class RequestTransformContext(HttpContext httpContext, HttpReque
         AppendHeader(name, value);
     }
 
-    public void AppendHeader(string name, string value)
-    {
-        if (!ProxyRequest.Headers.TryAddWithoutValidation(name, value))
-        {
-            ProxyRequest.Content?.Headers.TryAddWithoutValidation(name, value);
-        }
-    }
+    public void AppendHeader(string name, string value) => headers.Append(name, value);
 
-    public void RemoveHeader(string name)
-    {
-        ProxyRequest.Headers.Remove(name);
-        ProxyRequest.Content?.Headers.Remove(name);
-    }
+    public void RemoveHeader(string name) => headers.Remove(name);
 
-    public string? GetHeader(string name) =>
-        ProxyRequest.Headers.NonValidated.TryGetValues(name, out var values) ? values.ToString() : null;
+    public string? GetHeader(string name) => headers.Get(name);
 }
 
 /// <summary>When a response transform applies (YARP's "When").</summary>
@@ -66,9 +108,10 @@ internal sealed class ResponseHeaderTransform(string name, string? value, bool a
 {
     public bool IsTrailer { get; } = trailer;
 
-    public void Apply(HttpContext context, IHeaderDictionary headers, HttpResponseMessage? response)
+    /// <param name="hasResponse">False when the backend gave no response (the forwarder answers with an error).</param>
+    public void Apply(HttpContext context, IHeaderDictionary headers, bool hasResponse)
     {
-        var success = response is not null && context.Response.StatusCode < 400;
+        var success = hasResponse && context.Response.StatusCode < 400;
         var applies = when switch
         {
             ResponseCondition.Always => true,

@@ -1,0 +1,127 @@
+using System.IO.Pipelines;
+using Microsoft.AspNetCore.Http;
+using Proxy.Forwarding.Configuration;
+
+namespace Proxy.Forwarding.Forwarder;
+
+/// <summary>
+/// The request head the forwarder hands to a native transport: already validated, hop-by-hop fields stripped and the
+/// route's transforms applied. The transport builds the wire form (HTTP/2 pseudo-headers and HPACK, or the HTTP/1.1
+/// request line and Host) from these fields and nothing else.
+/// </summary>
+// Owned by one forwarded request.
+public sealed class ForwarderRequestHead
+{
+    /// <summary>The method token.</summary>
+    public string Method { get; set; } = "GET";
+
+    /// <summary>host[:port]: :authority (HTTP/2) or Host (HTTP/1.1). The destination's by default; a transform may keep the client's.</summary>
+    public string Authority { get; set; } = "";
+
+    /// <summary>Origin-form target, "/path?query".</summary>
+    public string PathAndQuery { get; set; } = "/";
+
+    /// <summary>Header fields in order (names as the client sent them; the transport lowercases for HTTP/2).</summary>
+    public List<KeyValuePair<string, string>> Headers { get; } = new();
+
+    /// <summary>True when a request body follows.</summary>
+    public bool HasBody { get; set; }
+
+    /// <summary>The declared body length, when known.</summary>
+    public long? ContentLength { get; set; }
+}
+
+/// <summary>Why a native backend exchange failed.</summary>
+public enum ForwarderTransportFailure
+{
+    /// <summary>Connecting (TCP, TLS, HTTP/2 preface) failed: nothing was sent.</summary>
+    Connect,
+    /// <summary>The backend's response broke the protocol (never relayed).</summary>
+    ProtocolError,
+    /// <summary>The backend reset the stream.</summary>
+    StreamReset,
+    /// <summary>The backend connection failed or closed mid-exchange.</summary>
+    ConnectionLost,
+    /// <summary>The backend refused the request before processing it (REFUSED_STREAM, GOAWAY): safe to retry.</summary>
+    Refused,
+    /// <summary>We abandoned the exchange.</summary>
+    Aborted,
+}
+
+/// <summary>A native backend exchange failed; <see cref="ErrorCode"/> carries the HTTP/2 code of a reset.</summary>
+public sealed class ForwarderTransportException(ForwarderTransportFailure failure, string message, uint errorCode = 0, Exception? inner = null)
+    : IOException(message, inner)
+{
+    /// <summary>What failed.</summary>
+    public ForwarderTransportFailure Failure { get; } = failure;
+
+    /// <summary>The RFC 9113 error code of a reset or GOAWAY; 0 otherwise.</summary>
+    public uint ErrorCode { get; } = errorCode;
+}
+
+/// <summary>
+/// One backend exchange of a native transport, as the forwarder drives it: the request body goes into
+/// <see cref="RequestBody"/>, the response comes out of <see cref="ResponseBody"/>. Both apply backpressure, and the
+/// response side gives the backend credit only as the forwarder consumes, so a relayed exchange holds a bounded number
+/// of bytes. Failures surface as <see cref="ForwarderTransportException"/>.
+/// </summary>
+public abstract class ForwarderBackendCall : IAsyncDisposable
+{
+    /// <summary>Where the request body goes (when the head said it has one). Complete it to end the request.</summary>
+    public abstract PipeWriter RequestBody { get; }
+
+    /// <summary>Waits for the final response head.</summary>
+    public abstract ValueTask ReadResponseHeadAsync(CancellationToken cancellationToken);
+
+    /// <summary>The response status code (after <see cref="ReadResponseHeadAsync"/>).</summary>
+    public abstract int StatusCode { get; }
+
+    /// <summary>Response header fields, hop-by-hop fields removed.</summary>
+    public abstract IReadOnlyList<KeyValuePair<string, string>> ResponseHeaders { get; }
+
+    /// <summary>The response body as it arrives; completes at its end.</summary>
+    public abstract PipeReader ResponseBody { get; }
+
+    /// <summary>Response trailers, complete once <see cref="ResponseBody"/> completed.</summary>
+    public abstract IReadOnlyList<KeyValuePair<string, string>> ResponseTrailers { get; }
+
+    /// <summary>Abandons the exchange (HTTP/2: RST_STREAM with <paramref name="errorCode"/>; HTTP/1.1: the connection closes).</summary>
+    public abstract void Abort(uint errorCode = 0x8);
+
+    /// <summary>Releases the exchange (and returns its connection to the pool when it ended cleanly).</summary>
+    public abstract ValueTask DisposeAsync();
+}
+
+/// <summary>A cluster's native backend transport: its connection pools, one per destination.</summary>
+public interface IForwarderClusterTransport : IDisposable
+{
+    /// <summary>
+    /// Starts an exchange with the destination at <paramref name="destinationPrefix"/>: takes (or opens) a pooled
+    /// connection and sends the head. Throws <see cref="ForwarderTransportException"/> when it cannot.
+    /// </summary>
+    ValueTask<ForwarderBackendCall> StartAsync(HttpContext context, string destinationPrefix, ForwarderRequestHead head, CancellationToken cancellationToken);
+}
+
+/// <summary>
+/// A backend transport other than HttpClient, plugged in through DI (the native relay of Proxy.Server registers one).
+/// Clusters use it when their <see cref="ClusterConfig.Transport"/> says <c>Native</c>, or by default when
+/// <see cref="IsDefault"/> is true.
+/// </summary>
+public interface IForwarderTransport
+{
+    /// <summary>True when clusters that name no transport use this one (the native relay: when the app runs on Proxy.Server).</summary>
+    bool IsDefault { get; }
+
+    /// <summary>Creates the transport of one cluster (pools, TLS settings, versions from its config).</summary>
+    IForwarderClusterTransport CreateCluster(ClusterConfig cluster);
+}
+
+/// <summary>The transports a cluster can use (<see cref="ClusterConfig.Transport"/>).</summary>
+public static class ForwarderTransports
+{
+    /// <summary>Our own HTTP/2 and HTTP/1.1 client connections (needs a registered <see cref="IForwarderTransport"/>).</summary>
+    public const string Native = nameof(Native);
+
+    /// <summary>SocketsHttpHandler.</summary>
+    public const string HttpClient = nameof(HttpClient);
+}

@@ -1,0 +1,436 @@
+using System.Buffers;
+using System.Diagnostics;
+using System.IO.Pipelines;
+using Microsoft.AspNetCore.Http;
+using Microsoft.AspNetCore.Http.Features;
+using Proxy.Forwarding.Telemetry;
+using Proxy.Forwarding.Transforms;
+
+namespace Proxy.Forwarding.Forwarder;
+
+// The native path: the same steps and outcomes as SendCoreAsync, with the backend exchange on a native transport (our own
+// client connections) instead of HttpClient. Request fields are built once from the request's decoded headers; body
+// bytes move pipe to pipe; credit flows end to end because each pump consumes its input only after its output took it.
+internal sealed partial class HttpForwarder
+{
+    /// <summary>
+    /// Forwards through <paramref name="native"/> when the cluster has one (and the transformer can fill a native head),
+    /// otherwise through <paramref name="httpClient"/>. Outcomes, statuses and resets are the same either way.
+    /// </summary>
+    internal async ValueTask<ForwarderError> SendAsync(HttpContext context, string destinationPrefix, HttpMessageInvoker httpClient,
+        ForwarderRequestConfig requestConfig, HttpTransformer transformer, IForwarderClusterTransport? native)
+    {
+        if (native is null)
+        {
+            return await SendAsync(context, destinationPrefix, httpClient, requestConfig, transformer).ConfigureAwait(false);
+        }
+
+        var start = Stopwatch.GetTimestamp();
+        var proxy = context.Features.Get<IReverseProxyFeature>();
+        metrics.RequestStarted(proxy?.ClusterId);
+        var error = ForwarderError.Request;
+        try
+        {
+            error = await SendNativeAsync(context, destinationPrefix, httpClient, requestConfig ?? ForwarderRequestConfig.Empty,
+                transformer ?? HttpTransformer.Default, native).ConfigureAwait(false);
+            return error;
+        }
+        finally
+        {
+            metrics.RequestEnded(proxy?.RouteId, proxy?.ClusterId, context.Response.StatusCode, error, start);
+        }
+    }
+
+    private async ValueTask<ForwarderError> SendNativeAsync(HttpContext context, string destinationPrefix, HttpMessageInvoker httpClient,
+        ForwarderRequestConfig config, HttpTransformer transformer, IForwarderClusterTransport native)
+    {
+        // Step 1: classify and validate, exactly as the HttpClient path does.
+        var isGrpc = GrpcProtocol.IsGrpc(context.Request.ContentType);
+        var deadline = config.Timeout;
+        if (isGrpc && GrpcProtocol.ParseTimeout(context.Request.Headers["grpc-timeout"]) is { } grpcTimeout
+            && (deadline is null || grpcTimeout < deadline))
+        {
+            deadline = grpcTimeout;
+        }
+
+        if (RequestValidator.FindMalformation(context) is { } malformation)
+        {
+            ReportBeforeResponse(context, ForwarderError.RequestMalformed, new InvalidOperationException("Malformed request: " + malformation), isGrpc: false, deadlineExpired: false);
+            if (!context.Response.HasStarted)
+            {
+                await context.Response.WriteAsync("Malformed request: " + malformation + "\n").ConfigureAwait(false);
+            }
+
+            return ForwarderError.RequestMalformed;
+        }
+
+        // Step 2: the request head from the decoded fields, transforms applied. A derived transformer only knows
+        // HttpRequestMessage: that request goes through HttpClient.
+        var destination = new NativeDestination(destinationPrefix);
+        var head = new ForwarderRequestHead
+        {
+            Method = context.Request.Method,
+            Authority = destination.Authority,
+            HasBody = HasRequestBody(context),
+        };
+        if (head.HasBody)
+        {
+            head.ContentLength = context.Request.ContentLength;
+        }
+
+        if (!transformer.TryTransformRequestNative(context, head, destination))
+        {
+            return await SendCoreAsync(context, destinationPrefix, httpClient, config, transformer).ConfigureAwait(false);
+        }
+
+        TakeHostField(head);
+        var activityTimeout = config.ActivityTimeout ?? (isGrpc ? Timeout.InfiniteTimeSpan : DefaultActivityTimeout);
+        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline);
+
+        // Step 3: a pooled connection, and the head on its way.
+        ForwarderBackendCall call;
+        try
+        {
+            call = await native.StartAsync(context, destinationPrefix, head, cancellation.Token).ConfigureAwait(false);
+        }
+        catch (Exception ex)
+        {
+            var error = cancellation.ClientAborted ? ForwarderError.RequestCanceled
+                : cancellation.TimedOut ? ForwarderError.RequestTimedOut
+                : ForwarderError.Request;
+            ReportBeforeResponse(context, error, ex, isGrpc, cancellation.DeadlineExpired);
+            transformer.TransformResponseNative(context, null);
+            return error;
+        }
+
+        await using (call.ConfigureAwait(false))
+        {
+            // Step 4: the request body streams beside the response (gRPC client streaming and bidi need both at once).
+            // It runs inline until it has to wait: a unary call's body is usually complete already.
+            using var requestBodyCancellation = head.HasBody ? CancellationTokenSource.CreateLinkedTokenSource(cancellation.Token) : null;
+            var requestPump = head.HasBody
+                ? PumpRequestBodyAsync(context.Request.BodyReader, call, cancellation, requestBodyCancellation!.Token)
+                : null;
+
+            // Step 5: the response head.
+            try
+            {
+                await call.ReadResponseHeadAsync(cancellation.Token).ConfigureAwait(false);
+            }
+            catch (Exception ex)
+            {
+                var error = ClassifyNativeHeadFailure(ex, cancellation, requestPump);
+                call.Abort();
+                await StopRequestPumpAsync(requestPump, requestBodyCancellation).ConfigureAwait(false);
+                ReportBeforeResponse(context, error, ex, isGrpc, cancellation.DeadlineExpired);
+                transformer.TransformResponseNative(context, null);
+                return error;
+            }
+
+            // Step 6: status and headers to the client.
+            context.Response.StatusCode = call.StatusCode;
+            transformer.TransformResponseNative(context, call);
+            context.Features.Get<IHttpResponseBodyFeature>()?.DisableBuffering();
+            if (config.ActivityTimeout is null && IsEventStream(context.Response.ContentType))
+            {
+                cancellation.SetActivityTimeout(Timeout.InfiniteTimeSpan);
+            }
+
+            // Step 7: headers now, before any body byte (YARP #2520), except for a gRPC trailers-only response (one
+            // HEADERS frame with END_STREAM), a body of known length, or a body whose bytes are already here: then
+            // the headers ride with them and a unary call leaves in one write.
+            var trailersOnly = isGrpc && HasField(call.ResponseHeaders, "grpc-status");
+            var bodyReady = call.ResponseBody.TryRead(out var peek);
+            if (bodyReady)
+            {
+                call.ResponseBody.AdvanceTo(peek.Buffer.Start);
+            }
+
+            if (!trailersOnly && !bodyReady && context.Response.ContentLength is null)
+            {
+                try
+                {
+                    await context.Response.StartAsync(cancellation.Token).ConfigureAwait(false);
+                    await context.Response.BodyWriter.FlushAsync(cancellation.Token).ConfigureAwait(false);
+                }
+                catch (Exception ex)
+                {
+                    var error = cancellation.ClientAborted ? ForwarderError.ResponseBodyCanceled : ForwarderError.ResponseBodyClient;
+                    return await FailNativeAfterResponseStartedAsync(context, call, error, ex, requestPump, requestBodyCancellation).ConfigureAwait(false);
+                }
+            }
+
+            // Step 8: the body, pipe to pipe, flushed per read so each SSE event or gRPC message leaves at once.
+            var (result, copyError) = await PumpResponseBodyAsync(call, context.Response.BodyWriter, cancellation).ConfigureAwait(false);
+            if (result != StreamCopyResult.Success)
+            {
+                var error = ClassifyNativeBodyFailure(result, cancellation, requestPump);
+                return await FailNativeAfterResponseStartedAsync(context, call, error, copyError, requestPump, requestBodyCancellation).ConfigureAwait(false);
+            }
+
+            // Step 9: trailers (gRPC's status).
+            transformer.TransformResponseTrailersNative(context, call);
+
+            // Step 10: the response is complete; a request body still streaming is no longer wanted.
+            await StopRequestPumpAsync(requestPump, requestBodyCancellation).ConfigureAwait(false);
+        }
+
+        return ForwarderError.None;
+    }
+
+    /// <summary>A transform that set Host chose the authority: HTTP/2 carries it as :authority, HTTP/1.1 as Host (built by the transport).</summary>
+    private static void TakeHostField(ForwarderRequestHead head)
+    {
+        for (var i = head.Headers.Count - 1; i >= 0; i--)
+        {
+            if (string.Equals(head.Headers[i].Key, "Host", StringComparison.OrdinalIgnoreCase))
+            {
+                head.Authority = head.Headers[i].Value;
+                head.Headers.RemoveAt(i);
+            }
+        }
+    }
+
+    private static bool HasField(IReadOnlyList<KeyValuePair<string, string>> fields, string name)
+    {
+        foreach (var field in fields)
+        {
+            if (string.Equals(field.Key, name, StringComparison.OrdinalIgnoreCase))
+            {
+                return true;
+            }
+        }
+
+        return false;
+    }
+
+    private static bool IsEventStream(string? contentType) =>
+        contentType is not null && contentType.AsSpan().TrimStart().StartsWith("text/event-stream", StringComparison.OrdinalIgnoreCase);
+
+    /// <summary>
+    /// Client body to backend: each read is written into the backend stream and flushed; the client's bytes are consumed
+    /// (and its credit returned) only once the backend side took them, so a slow backend slows the client.
+    /// </summary>
+    private static async Task<StreamCopyResult> PumpRequestBodyAsync(PipeReader input, ForwarderBackendCall call, ForwardingCancellation activity,
+        CancellationToken cancellationToken)
+    {
+        var output = call.RequestBody;
+        while (true)
+        {
+            ReadResult read;
+            try
+            {
+                read = await input.ReadAsync(cancellationToken).ConfigureAwait(false);
+            }
+            catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+            {
+                return StreamCopyResult.Canceled;
+            }
+            catch (Exception)
+            {
+                // The client broke its upload (reset, bad framing): the backend must not take a truncated body as whole.
+                call.Abort();
+                return StreamCopyResult.InputError;
+            }
+
+            var buffer = read.Buffer;
+            try
+            {
+                if (!buffer.IsEmpty)
+                {
+                    foreach (var segment in buffer)
+                    {
+                        output.Write(segment.Span);
+                    }
+
+                    activity.ResetActivity();
+                    FlushResult flush;
+                    try
+                    {
+                        flush = await output.FlushAsync(cancellationToken).ConfigureAwait(false);
+                    }
+                    catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+                    {
+                        return StreamCopyResult.Canceled;
+                    }
+                    catch (Exception)
+                    {
+                        return StreamCopyResult.OutputError;
+                    }
+
+                    if (flush.IsCompleted)
+                    {
+                        // The backend stream takes no more (it answered and ended, or reset): the response side decides.
+                        return StreamCopyResult.Success;
+                    }
+                }
+
+                if (read.IsCompleted)
+                {
+                    await output.CompleteAsync().ConfigureAwait(false);
+                    return StreamCopyResult.Success;
+                }
+            }
+            finally
+            {
+                input.AdvanceTo(buffer.End);
+            }
+        }
+    }
+
+    /// <summary>
+    /// Backend body to client: written and flushed per read (the flush waits while the client's stream is full), consumed
+    /// from the backend only after, which is what returns the backend's credit. The last bytes of a complete body are not
+    /// flushed here: completing the response sends them with the trailers in one write.
+    /// </summary>
+    private static async ValueTask<(StreamCopyResult Result, Exception? Error)> PumpResponseBodyAsync(ForwarderBackendCall call, PipeWriter output,
+        ForwardingCancellation activity)
+    {
+        var input = call.ResponseBody;
+        var token = activity.Token;
+        while (true)
+        {
+            ReadResult read;
+            try
+            {
+                read = await input.ReadAsync(token).ConfigureAwait(false);
+            }
+            catch (Exception ex)
+            {
+                return (token.IsCancellationRequested ? StreamCopyResult.Canceled : StreamCopyResult.InputError, ex);
+            }
+
+            var buffer = read.Buffer;
+            if (buffer.IsEmpty)
+            {
+                input.AdvanceTo(buffer.End);
+                if (read.IsCompleted)
+                {
+                    return (StreamCopyResult.Success, null);
+                }
+
+                continue;
+            }
+
+            try
+            {
+                foreach (var segment in buffer)
+                {
+                    output.Write(segment.Span);
+                }
+            }
+            catch (Exception ex)
+            {
+                input.AdvanceTo(buffer.End);
+                return (StreamCopyResult.OutputError, ex);
+            }
+
+            activity.ResetActivity();
+            if (read.IsCompleted)
+            {
+                input.AdvanceTo(buffer.End);
+                return (StreamCopyResult.Success, null);
+            }
+
+            FlushResult flush;
+            try
+            {
+                flush = await output.FlushAsync(token).ConfigureAwait(false);
+            }
+            catch (Exception ex)
+            {
+                input.AdvanceTo(buffer.End);
+                return (token.IsCancellationRequested ? StreamCopyResult.Canceled : StreamCopyResult.OutputError, ex);
+            }
+
+            input.AdvanceTo(buffer.End);
+            if (flush.IsCompleted || flush.IsCanceled)
+            {
+                return (token.IsCancellationRequested ? StreamCopyResult.Canceled : StreamCopyResult.OutputError, null);
+            }
+        }
+    }
+
+    private static ForwarderError ClassifyNativeHeadFailure(Exception exception, ForwardingCancellation cancellation, Task<StreamCopyResult>? requestPump)
+    {
+        if (requestPump is { IsCompletedSuccessfully: true, Result: StreamCopyResult.InputError })
+        {
+            return ForwarderError.RequestBodyClient;
+        }
+
+        if (cancellation.ClientAborted)
+        {
+            return ForwarderError.RequestCanceled;
+        }
+
+        if (cancellation.TimedOut)
+        {
+            return ForwarderError.RequestTimedOut;
+        }
+
+        return requestPump is { IsCompletedSuccessfully: true, Result: StreamCopyResult.OutputError }
+            ? ForwarderError.RequestBodyDestination
+            : ForwarderError.Request;
+    }
+
+    private static ForwarderError ClassifyNativeBodyFailure(StreamCopyResult result, ForwardingCancellation cancellation, Task<StreamCopyResult>? requestPump)
+    {
+        if (requestPump is { IsCompletedSuccessfully: true, Result: StreamCopyResult.InputError })
+        {
+            return ForwarderError.RequestBodyClient;
+        }
+
+        return result switch
+        {
+            _ when cancellation.ClientAborted => ForwarderError.ResponseBodyCanceled,
+            _ when cancellation.TimedOut => ForwarderError.ResponseBodyTimedOut,
+            StreamCopyResult.OutputError => ForwarderError.ResponseBodyClient,
+            _ => ForwarderError.ResponseBodyDestination,
+        };
+    }
+
+    private static async ValueTask StopRequestPumpAsync(Task<StreamCopyResult>? requestPump, CancellationTokenSource? requestBodyCancellation)
+    {
+        if (requestPump is null)
+        {
+            return;
+        }
+
+        if (!requestPump.IsCompleted)
+        {
+            requestBodyCancellation?.Cancel();
+        }
+
+        try
+        {
+            await requestPump.ConfigureAwait(false);
+        }
+        catch (Exception)
+        {
+            // The outcome is already decided; the pump only has to stop.
+        }
+    }
+
+    /// <summary>Headers already went out: reset the client's stream (RFC 9113 §8.1), abandon the backend's, stop the upload.</summary>
+    private async ValueTask<ForwarderError> FailNativeAfterResponseStartedAsync(HttpContext context, ForwarderBackendCall call, ForwarderError error,
+        Exception? exception, Task<StreamCopyResult>? requestPump, CancellationTokenSource? requestBodyCancellation)
+    {
+        context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception));
+        Log.Outcome(logger, error, context, exception);
+        call.Abort();
+        var code = error is ForwarderError.ResponseBodyDestination or ForwarderError.RequestBodyDestination ? Http2InternalError : Http2Cancel;
+        if (context.Features.Get<IHttpResetFeature>() is { } reset)
+        {
+            Log.AbortingClient(logger, code == Http2Cancel ? "RST_STREAM(CANCEL)" : "RST_STREAM(INTERNAL_ERROR)", error);
+            reset.Reset(code);
+        }
+        else
+        {
+            Log.AbortingClient(logger, "connection abort", error);
+            context.Abort();
+        }
+
+        await StopRequestPumpAsync(requestPump, requestBodyCancellation).ConfigureAwait(false);
+        return error;
+    }
+}
