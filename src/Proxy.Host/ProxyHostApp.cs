@@ -75,7 +75,8 @@ public sealed class ProxyHostApp : IAsyncDisposable
                 builder.Configuration.AddInMemoryCollection(demo.DestinationOverrides(builder.Configuration, ReverseProxySection).ToList());
             }
 
-            builder.Services.AddProxyForwarding().LoadFromConfig(builder.Configuration.GetSection(ReverseProxySection));
+            // The native relay: the default transport on our server; on Kestrel clusters opt in with "Transport": "Native".
+            builder.Services.AddProxyForwarding().LoadFromConfig(builder.Configuration.GetSection(ReverseProxySection)).AddNativeRelay();
             var app = builder.Build();
             app.MapProxyForwarding(); // Loads and validates the config: a bad one throws here, before any port is bound.
             return new ProxyHostApp(app, server, demo, configFile);

@@ -46,7 +46,8 @@ public sealed class TestApp(WebApplication app, Uri baseAddress, TestProtocol pr
 /// <summary>
 /// The one place that decides which server hosts the proxy under test: Kestrel in
 /// Proxy.Forwarding.Tests, Proxy.Server in Proxy.Forwarding.OnProxyServer.Tests (same sources,
-/// compiled with PROXY_SERVER).
+/// compiled with PROXY_SERVER), Proxy.Server with the native relay in Proxy.Forwarding.OnNativeRelay.Tests
+/// (PROXY_SERVER and NATIVE_RELAY).
 /// </summary>
 public static class ProxyTestHost
 {
@@ -59,12 +60,18 @@ public static class ProxyTestHost
         StartAsync(_ => { }, map, protocol, UseKestrel);
 
 #if PROXY_SERVER
-    private static void UseServer(WebApplicationBuilder builder, TestProtocol protocol) =>
+    private static void UseServer(WebApplicationBuilder builder, TestProtocol protocol)
+    {
         builder.WebHost.UseProxyServer(o =>
         {
             o.MaxRequestBodySize = null;
             o.Listen(IPAddress.Loopback, 0, l => l.Protocols = protocol == TestProtocol.Http2 ? Proxy.Server.HttpProtocols.Http2 : Proxy.Server.HttpProtocols.Http1);
         });
+#if NATIVE_RELAY
+        // On Proxy.Server the native relay is every cluster's default transport.
+        Proxy.Relay.NativeRelayExtensions.AddNativeRelay(builder.Services);
+#endif
+    }
 #else
     private static void UseServer(WebApplicationBuilder builder, TestProtocol protocol) => UseKestrel(builder, protocol);
 #endif

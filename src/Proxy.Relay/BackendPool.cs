@@ -1,0 +1,270 @@
+using System.Net.Security;
+using Microsoft.Extensions.Logging;
+using Proxy.Protocols.Client;
+using Proxy.Protocols.Http2.Client;
+using Proxy.Transport.Client;
+
+namespace Proxy.Relay;
+
+/// <summary>How a pool reaches its destination: the cluster's HttpClient and HttpRequest settings, resolved once.</summary>
+internal sealed record BackendPoolSettings
+{
+    /// <summary>HTTP/2 with prior knowledge on cleartext (h2c), or HTTP/2 offered first by ALPN on TLS.</summary>
+    public bool PreferHttp2 { get; init; }
+    /// <summary>Only HTTP/2 (HttpRequest Version 2 with RequestVersionExact): ALPN offers h2 alone.</summary>
+    public bool Http2Only { get; init; }
+    public int MaxConnections { get; init; } = int.MaxValue;
+    public bool EnableMultipleHttp2Connections { get; init; } = true;
+    public TimeSpan ConnectTimeout { get; init; } = TimeSpan.FromSeconds(10);
+    public TimeSpan IdleTimeout { get; init; } = TimeSpan.FromSeconds(60);
+    public TimeSpan Lifetime { get; init; } = Timeout.InfiniteTimeSpan;
+    public bool DangerousAcceptAnyServerCertificate { get; init; }
+    public Http2ClientOptions Http2 { get; init; } = new();
+}
+
+/// <summary>
+/// The connections of one destination. HTTP/2 connections are shared by many streams: a request takes the first
+/// connection with a free stream slot, and a new connection opens when every one is at the backend's
+/// SETTINGS_MAX_CONCURRENT_STREAMS (EnableMultipleHttp2Connections, as SocketsHttpHandler and YARP PR #748), up to
+/// MaxConnectionsPerServer; beyond that requests wait for a slot (the admission gate in front bounds how many). Idle
+/// connections close after the idle timeout, and connections older than their lifetime stop taking streams.
+/// </summary>
+// Shared by all requests to one destination: the connection array is copy-on-write under _lock; the rest are atomics.
+internal sealed class BackendPool : IAsyncDisposable
+{
+    private readonly string _host;
+    private readonly int _port;
+    private readonly bool _tls;
+    private readonly BackendPoolSettings _settings;
+    private readonly ILogger _logger;
+    private readonly TimeProvider _time;
+    private readonly Lock _lock = new();
+    private volatile PooledHttp2[] _http2 = [];
+    private Task? _connecting;
+    private TaskCompletionSource _changed = new(TaskCreationOptions.RunContinuationsAsynchronously);
+    private ITimer? _sweep;
+    private bool _disposed;
+
+    public BackendPool(string destinationPrefix, BackendPoolSettings settings, ILogger logger, TimeProvider time)
+    {
+        var uri = new Uri(destinationPrefix, UriKind.Absolute);
+        _tls = uri.Scheme == Uri.UriSchemeHttps;
+        _host = uri.IdnHost;
+        _port = uri.Port;
+        Scheme = uri.Scheme;
+        _settings = settings;
+        _logger = logger;
+        _time = time;
+    }
+
+    /// <summary>"http" or "https": the :scheme of requests to this destination.</summary>
+    public string Scheme { get; }
+
+    /// <summary>Open HTTP/2 connections (for tests and metrics).</summary>
+    public int ConnectionCount => _http2.Length;
+
+    private sealed class PooledHttp2(Http2ClientConnection connection, BackendTransport transport, long created)
+    {
+        public Http2ClientConnection Connection { get; } = connection;
+        public BackendTransport Transport { get; } = transport;
+        public long Created { get; } = created;
+        /// <summary>When the connection last had no stream (for the idle timeout); 0 while busy.</summary>
+        public long IdleSince;
+    }
+
+    /// <summary>
+    /// Opens an exchange on a pooled connection (connecting when none has a free slot). Throws
+    /// <see cref="BackendException"/> (Connect) when no connection can be made, <see cref="OperationCanceledException"/>
+    /// when <paramref name="cancellationToken"/> fires first.
+    /// </summary>
+    public async ValueTask<BackendExchange> OpenAsync(BackendRequest request, CancellationToken cancellationToken)
+    {
+        if (!_settings.PreferHttp2)
+        {
+            throw new BackendException(BackendFailure.Connect, $"HTTP/1.1 to {_host}:{_port} is not available on the native relay yet.");
+        }
+        var connectAttempts = 0;
+        while (true)
+        {
+            foreach (var pooled in _http2)
+            {
+                if (pooled.Connection.HasCapacity && pooled.Connection.TryOpen(request) is { } exchange)
+                {
+                    return exchange;
+                }
+            }
+            Task? connecting;
+            Task changed;
+            lock (_lock)
+            {
+                ObjectDisposedException.ThrowIf(_disposed, this);
+                changed = _changed.Task;
+                if (_connecting is null && CanAddConnection())
+                {
+                    _connecting = ConnectHttp2Async();
+                }
+                connecting = _connecting;
+            }
+            if (connecting is not null)
+            {
+                if (++connectAttempts > 3)
+                {
+                    throw new BackendException(BackendFailure.Connect, $"Connections to {_host}:{_port} opened but took no stream.");
+                }
+                await connecting.WaitAsync(cancellationToken).ConfigureAwait(false);
+                continue;
+            }
+            // Every connection is full and no more may open: wait for a stream slot (or a closed connection).
+            await changed.WaitAsync(cancellationToken).ConfigureAwait(false);
+        }
+    }
+
+    private bool CanAddConnection()
+    {
+        var open = 0;
+        foreach (var pooled in _http2)
+        {
+            if (pooled.Connection.IsOpen)
+            {
+                open++;
+            }
+        }
+        return open == 0 || (_settings.EnableMultipleHttp2Connections && open < _settings.MaxConnections);
+    }
+
+    private async Task ConnectHttp2Async()
+    {
+        try
+        {
+            BackendTransport transport;
+            try
+            {
+                var tls = !_tls ? null : new BackendTlsOptions
+                {
+                    TargetHost = _host,
+                    ApplicationProtocols = _settings.Http2Only ? [SslApplicationProtocol.Http2] : [SslApplicationProtocol.Http2, SslApplicationProtocol.Http11],
+                    DangerousAcceptAnyServerCertificate = _settings.DangerousAcceptAnyServerCertificate,
+                };
+                transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout).ConfigureAwait(false);
+            }
+            catch (Exception ex)
+            {
+                throw new BackendException(BackendFailure.Connect, $"Connecting to {_host}:{_port} failed: {ex.Message}", inner: ex);
+            }
+            if (transport.IsTls && transport.ApplicationProtocol != "h2")
+            {
+                await transport.DisposeAsync().ConfigureAwait(false);
+                throw new BackendException(BackendFailure.Connect,
+                    $"{_host}:{_port} did not negotiate h2 by ALPN ('{transport.ApplicationProtocol}'); HTTP/1.1 is not available on the native relay yet.");
+            }
+            var connection = new Http2ClientConnection(transport.Transport, _settings.Http2, _time);
+            var pooled = new PooledHttp2(connection, transport, _time.GetTimestamp());
+            connection.StateChanged = _ => OnStateChanged();
+            lock (_lock)
+            {
+                _http2 = [.. _http2, pooled];
+                _sweep ??= _time.CreateTimer(static s => ((BackendPool)s!).Sweep(), this, SweepPeriod, SweepPeriod);
+            }
+            _ = RunAsync(pooled);
+        }
+        finally
+        {
+            lock (_lock)
+            {
+                _connecting = null;
+            }
+            OnStateChanged();
+        }
+    }
+
+    private async Task RunAsync(PooledHttp2 pooled)
+    {
+        try
+        {
+            await pooled.Connection.RunAsync().ConfigureAwait(false);
+        }
+        catch (Exception ex)
+        {
+            Log.ConnectionFailed(_logger, _host, _port, ex.Message);
+        }
+        finally
+        {
+            lock (_lock)
+            {
+                _http2 = Array.FindAll(_http2, p => p != pooled);
+            }
+            OnStateChanged();
+            await pooled.Transport.DisposeAsync().ConfigureAwait(false);
+        }
+    }
+
+    /// <summary>A stream slot freed or a connection changed state: wake requests waiting for a slot.</summary>
+    private void OnStateChanged()
+    {
+        var previous = Interlocked.Exchange(ref _changed, new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously));
+        previous.TrySetResult();
+    }
+
+    private TimeSpan SweepPeriod
+    {
+        get
+        {
+            var shortest = _settings.IdleTimeout < _settings.Lifetime || _settings.Lifetime == Timeout.InfiniteTimeSpan ? _settings.IdleTimeout : _settings.Lifetime;
+            if (shortest == Timeout.InfiniteTimeSpan)
+            {
+                return TimeSpan.FromSeconds(30);
+            }
+            var period = shortest / 4;
+            return period < TimeSpan.FromMilliseconds(100) ? TimeSpan.FromMilliseconds(100) : period;
+        }
+    }
+
+    /// <summary>Closes idle connections past the idle timeout and retires connections past their lifetime (timer).</summary>
+    private void Sweep()
+    {
+        var now = _time.GetTimestamp();
+        foreach (var pooled in _http2)
+        {
+            var connection = pooled.Connection;
+            if (_settings.Lifetime != Timeout.InfiniteTimeSpan && _time.GetElapsedTime(pooled.Created, now) >= _settings.Lifetime)
+            {
+                connection.StartShutdown(); // no new streams; closes once the open ones finish
+                continue;
+            }
+            if (connection.ActiveStreams > 0)
+            {
+                pooled.IdleSince = 0;
+            }
+            else if (pooled.IdleSince == 0)
+            {
+                pooled.IdleSince = now;
+            }
+            else if (_settings.IdleTimeout != Timeout.InfiniteTimeSpan && _time.GetElapsedTime(pooled.IdleSince, now) >= _settings.IdleTimeout)
+            {
+                connection.StartShutdown();
+            }
+        }
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        PooledHttp2[] connections;
+        lock (_lock)
+        {
+            _disposed = true;
+            connections = _http2;
+            _sweep?.Dispose();
+        }
+        foreach (var pooled in connections)
+        {
+            pooled.Connection.StartShutdown();
+        }
+        await Task.WhenAll(connections.Select(p => p.Connection.Completion)).WaitAsync(TimeSpan.FromSeconds(5)).ConfigureAwait(false);
+    }
+}
+
+internal static partial class Log
+{
+    [LoggerMessage(1, LogLevel.Debug, "Backend connection to {Host}:{Port} ended: {Reason}")]
+    public static partial void ConnectionFailed(ILogger logger, string host, int port, string reason);
+}

@@ -1,0 +1,2 @@
+global using System.Buffers;
+global using System.IO.Pipelines;

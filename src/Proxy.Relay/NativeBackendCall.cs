@@ -1,0 +1,144 @@
+using Proxy.Forwarding.Forwarder;
+using Proxy.Protocols.Client;
+
+namespace Proxy.Relay;
+
+/// <summary>
+/// One forwarded exchange on the native relay: the forwarder's view (<see cref="ForwarderBackendCall"/>) of a
+/// <see cref="BackendExchange"/> on a pooled connection. A request the backend refused before processing it
+/// (REFUSED_STREAM, or beyond its GOAWAY's last stream id: RFC 9113 §8.7, §6.8) is sent again on another connection,
+/// when its whole body is still at hand.
+/// </summary>
+// Owned by one forwarded request (the forwarder's request pump writes RequestBody, its response flow the rest).
+internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request) : ForwarderBackendCall
+{
+    /// <summary>Attempts beyond the first for a refused request.</summary>
+    private const int MaxRetries = 2;
+    private readonly ReplayableRequestBody _requestBody = new(request.HasBody);
+    private BackendExchange _exchange = null!;
+    private int _retries;
+
+    public async ValueTask OpenAsync(CancellationToken cancellationToken)
+    {
+        _exchange = await pool.OpenAsync(request, cancellationToken).ConfigureAwait(false);
+        _requestBody.Target = _exchange.RequestBody;
+    }
+
+    public override PipeWriter RequestBody => _requestBody;
+
+    public override async ValueTask ReadResponseHeadAsync(CancellationToken cancellationToken)
+    {
+        while (true)
+        {
+            try
+            {
+                await _exchange.ReadResponseHeadAsync(cancellationToken).ConfigureAwait(false);
+                _requestBody.StopRecording();
+                return;
+            }
+            catch (BackendException ex) when (ex.Failure == BackendFailure.Refused && _retries < MaxRetries && _requestBody.CanReplay)
+            {
+                _retries++;
+                await _exchange.DisposeAsync().ConfigureAwait(false);
+                _exchange = await pool.OpenAsync(request, cancellationToken).ConfigureAwait(false);
+                await _requestBody.ReplayIntoAsync(_exchange.RequestBody, cancellationToken).ConfigureAwait(false);
+            }
+        }
+    }
+
+    public override int StatusCode => _exchange.StatusCode;
+
+    public override IReadOnlyList<KeyValuePair<string, string>> ResponseHeaders => _exchange.ResponseHeaders;
+
+    public override PipeReader ResponseBody => _exchange.ResponseBody;
+
+    public override IReadOnlyList<KeyValuePair<string, string>> ResponseTrailers => _exchange.ResponseTrailers;
+
+    public override void Abort(uint errorCode = 0x8) => _exchange.Abort(errorCode);
+
+    public override ValueTask DisposeAsync() => _exchange.DisposeAsync();
+
+    /// <summary>
+    /// The request body writer the forwarder sees: bytes go to the current exchange, and a copy of up to
+    /// <see cref="MaxReplayBytes"/> is kept until the response head arrives, so a refused request can be sent again.
+    /// </summary>
+    // Owned by the forwarder's request pump (writes) and, once the pump completed, the retry in ReadResponseHeadAsync.
+    private sealed class ReplayableRequestBody(bool hasBody) : PipeWriter
+    {
+        private const int MaxReplayBytes = 64 * 1024;
+        private byte[]? _replay;
+        private int _replayLength;
+        private bool _recording = true;
+        private bool _overflowed;
+        private volatile bool _completed;
+        private Memory<byte> _lastMemory;
+
+        public PipeWriter Target { get; set; } = null!;
+
+        /// <summary>Nothing was lost: no body, or a complete body that fit the replay buffer.</summary>
+        public bool CanReplay => !hasBody || (_completed && !_overflowed);
+
+        public void StopRecording()
+        {
+            _recording = false;
+            _replay = null;
+        }
+
+        public async ValueTask ReplayIntoAsync(PipeWriter target, CancellationToken cancellationToken)
+        {
+            Target = target;
+            if (!hasBody)
+            {
+                return;
+            }
+            if (_replayLength > 0)
+            {
+                await target.WriteAsync(_replay.AsMemory(0, _replayLength), cancellationToken).ConfigureAwait(false);
+            }
+            await target.CompleteAsync().ConfigureAwait(false);
+        }
+
+        public override void Advance(int bytes)
+        {
+            if (_recording && !_overflowed)
+            {
+                if (_replayLength + bytes > MaxReplayBytes)
+                {
+                    _overflowed = true;
+                    _replay = null;
+                }
+                else
+                {
+                    _replay ??= new byte[Math.Min(MaxReplayBytes, Math.Max(256, bytes * 2))];
+                    if (_replay.Length < _replayLength + bytes)
+                    {
+                        Array.Resize(ref _replay, Math.Min(MaxReplayBytes, Math.Max(_replay.Length * 2, _replayLength + bytes)));
+                    }
+                    _lastMemory.Span[..bytes].CopyTo(_replay.AsSpan(_replayLength));
+                    _replayLength += bytes;
+                }
+            }
+            Target.Advance(bytes);
+        }
+
+        public override Memory<byte> GetMemory(int sizeHint = 0) => _lastMemory = Target.GetMemory(sizeHint);
+
+        public override Span<byte> GetSpan(int sizeHint = 0) => GetMemory(sizeHint).Span;
+
+        public override void CancelPendingFlush() => Target.CancelPendingFlush();
+
+        public override void Complete(Exception? exception = null)
+        {
+            _completed = exception is null;
+            Target.Complete(exception);
+        }
+
+        public override ValueTask CompleteAsync(Exception? exception = null)
+        {
+            _completed = exception is null;
+            return Target.CompleteAsync(exception);
+        }
+
+        public override ValueTask<FlushResult> FlushAsync(CancellationToken cancellationToken = default) => Target.FlushAsync(cancellationToken);
+    }
+}

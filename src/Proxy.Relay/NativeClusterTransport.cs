@@ -1,0 +1,96 @@
+using System.Collections.Concurrent;
+using System.Net;
+using Microsoft.AspNetCore.Http;
+using Microsoft.Extensions.Logging;
+using Proxy.Forwarding.Configuration;
+using Proxy.Forwarding.Forwarder;
+using Proxy.Protocols.Client;
+
+namespace Proxy.Relay;
+
+/// <summary>One cluster's native transport: a <see cref="BackendPool"/> per destination, built from the cluster's settings.</summary>
+// Shared by all requests of the cluster; the pool map is concurrent.
+internal sealed class NativeClusterTransport : IForwarderClusterTransport
+{
+    private readonly ConcurrentDictionary<string, BackendPool> _pools = new(StringComparer.Ordinal);
+    private readonly BackendPoolSettings _settings;
+    private readonly ILogger _logger;
+    private readonly TimeProvider _time;
+
+    public NativeClusterTransport(ClusterConfig cluster, ILogger logger, TimeProvider time)
+    {
+        _logger = logger;
+        _time = time;
+        _settings = CreateSettings(cluster);
+    }
+
+    internal BackendPoolSettings Settings => _settings;
+
+    /// <summary>
+    /// The HttpClient semantics of the cluster's HttpRequest Version and VersionPolicy (default 2.0, RequestVersionOrLower):
+    /// cleartext speaks HTTP/2 (h2c, prior knowledge) only for Version 2 with Exact or OrHigher, as SocketsHttpHandler does;
+    /// TLS offers h2 by ALPN unless Version is 1.x with Exact or OrLower.
+    /// </summary>
+    private static BackendPoolSettings CreateSettings(ClusterConfig cluster)
+    {
+        var client = cluster.HttpClient;
+        var request = cluster.HttpRequest;
+        // The values were validated with the configuration (1.0, 1.1, 2, 3; the three policies).
+        var version = request?.Version is { } v && Version.TryParse(v.Contains('.') ? v : v + ".0", out var parsed) ? parsed : HttpVersion.Version20;
+        var policy = request?.VersionPolicy is { } p && Enum.TryParse<HttpVersionPolicy>(p, ignoreCase: true, out var parsedPolicy)
+            ? parsedPolicy
+            : HttpVersionPolicy.RequestVersionOrLower;
+        var wantsHttp2 = version.Major >= 2 || policy == HttpVersionPolicy.RequestVersionOrHigher;
+        var exactHttp2 = version.Major >= 2 && policy != HttpVersionPolicy.RequestVersionOrLower;
+        var tlsDestinations = cluster.Destinations?.Values.All(d => d.Address.StartsWith("https:", StringComparison.OrdinalIgnoreCase)) == true;
+        return new BackendPoolSettings
+        {
+            PreferHttp2 = tlsDestinations ? wantsHttp2 : exactHttp2,
+            Http2Only = exactHttp2 && policy == HttpVersionPolicy.RequestVersionExact,
+            MaxConnections = client?.MaxConnectionsPerServer ?? int.MaxValue,
+            EnableMultipleHttp2Connections = client?.EnableMultipleHttp2Connections ?? true,
+            ConnectTimeout = client?.ConnectTimeout ?? TimeSpan.FromSeconds(10),
+            IdleTimeout = client?.PooledConnectionIdleTimeout ?? TimeSpan.FromSeconds(60),
+            Lifetime = client?.PooledConnectionLifetime ?? Timeout.InfiniteTimeSpan,
+            DangerousAcceptAnyServerCertificate = client?.DangerousAcceptAnyServerCertificate == true,
+        };
+    }
+
+    public async ValueTask<ForwarderBackendCall> StartAsync(HttpContext context, string destinationPrefix, ForwarderRequestHead head, CancellationToken cancellationToken)
+    {
+        var pool = _pools.GetOrAdd(destinationPrefix, static (prefix, self) => new BackendPool(prefix, self._settings, self._logger, self._time), this);
+        var request = new BackendRequest
+        {
+            Method = head.Method,
+            Scheme = pool.Scheme,
+            Authority = head.Authority,
+            PathAndQuery = head.PathAndQuery,
+            HasBody = head.HasBody,
+            ContentLength = head.HasBody ? head.ContentLength : null,
+        };
+        request.Headers.AddRange(head.Headers);
+        var call = new NativeBackendCall(pool, request);
+        try
+        {
+            await call.OpenAsync(cancellationToken).ConfigureAwait(false);
+        }
+        catch (BackendException ex)
+        {
+            throw new ForwarderTransportException((ForwarderTransportFailure)ex.Failure, ex.Message, ex.ErrorCode, ex);
+        }
+        catch (ArgumentException ex)
+        {
+            // A field we must not send: the forwarder's validation should have caught it; never put it on the wire.
+            throw new ForwarderTransportException(ForwarderTransportFailure.ProtocolError, ex.Message, inner: ex);
+        }
+        return call;
+    }
+
+    public void Dispose()
+    {
+        foreach (var pool in _pools.Values)
+        {
+            _ = pool.DisposeAsync().AsTask();
+        }
+    }
+}
