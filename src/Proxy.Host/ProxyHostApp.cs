@@ -3,6 +3,7 @@ using Microsoft.AspNetCore.Hosting.Server;
 using Microsoft.AspNetCore.Hosting.Server.Features;
 using Proxy.Forwarding;
 using Proxy.Forwarding.Configuration;
+using Proxy.Relay;
 
 namespace Proxy.Host;
 
