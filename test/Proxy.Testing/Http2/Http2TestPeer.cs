@@ -85,6 +85,61 @@ public sealed class Http2TestPeer : IAsyncDisposable
         return new Http2TestPeer(new StreamDuplexPipe(stream), connection: null, processTask: null, transport: stream);
     }
 
+    /// <summary>
+    /// A scripted peer over any transport end: the backend side of a client connection under test (wrap the other end
+    /// of an in-memory pair), or an accepted socket. Start with <see cref="ExpectClientPrefaceAsync"/>.
+    /// </summary>
+    public static Http2TestPeer Over(IDuplexPipe transport) => new(transport, connection: null, processTask: null);
+
+    /// <summary>A scripted backend on an accepted TCP connection (see <see cref="Over"/>).</summary>
+    public static Http2TestPeer Over(System.Net.Sockets.Socket accepted)
+    {
+        accepted.NoDelay = true;
+        var stream = new System.Net.Sockets.NetworkStream(accepted, ownsSocket: true);
+        return new Http2TestPeer(new StreamDuplexPipe(stream), connection: null, processTask: null, transport: stream);
+    }
+
+    /// <summary>Backend side: reads the client's connection preface octets (RFC 9113 §3.4), then its SETTINGS (returned).</summary>
+    public async Task<IReadOnlyList<Http2Setting>> ExpectClientPrefaceAsync()
+    {
+        var preface = Http2FrameReader.ClientPreface.ToArray();
+        using var timeout = new CancellationTokenSource(ReceiveTimeout);
+        while (true)
+        {
+            var result = await _client.Input.ReadAsync(timeout.Token);
+            if (result.Buffer.Length >= preface.Length)
+            {
+                var received = result.Buffer.Slice(0, preface.Length).ToArray();
+                _client.Input.AdvanceTo(result.Buffer.GetPosition(preface.Length));
+                Xunit.Assert.Equal(preface, received);
+                return await ExpectSettingsAsync();
+            }
+            if (result.IsCompleted)
+            {
+                throw new Xunit.Sdk.XunitException("The client closed before its preface.");
+            }
+            _client.Input.AdvanceTo(result.Buffer.Start, result.Buffer.End);
+        }
+    }
+
+    /// <summary>Backend side of the greeting: preface, our SETTINGS, ACK theirs, expect the ACK of ours. Returns the client's SETTINGS.</summary>
+    public async Task<IReadOnlyList<Http2Setting>> AcceptHandshakeAsync(params Http2Setting[] settings)
+    {
+        var clientSettings = await ExpectClientPrefaceAsync();
+        await SendSettingsAsync(settings);
+        await SendSettingsAckAsync();
+        await ExpectSettingsAckAsync();
+        return clientSettings;
+    }
+
+    /// <summary>Backend side: a response head (":status" first), optionally ending the stream.</summary>
+    public Task SendResponseHeadersAsync(int streamId, int status, bool endStream, params (string Name, string Value)[] fields)
+    {
+        var list = new List<KeyValuePair<string, string>> { new(":status", status.ToString(System.Globalization.CultureInfo.InvariantCulture)) };
+        list.AddRange(fields.Select(f => new KeyValuePair<string, string>(f.Name, f.Value)));
+        return SendHeadersAsync(streamId, list, endStream);
+    }
+
     // ---------------- Sending ----------------
 
     public Task SendPrefaceAsync() => SendBytesAsync(Http2FrameReader.ClientPreface.ToArray());
@@ -489,6 +544,11 @@ public sealed class Http2TestPeer : IAsyncDisposable
         {
             _transport.Dispose();
             return;
+        }
+
+        if (_processTask is null)
+        {
+            return; // a scripted backend over a pipe: the client under test owns the other end
         }
 
         try

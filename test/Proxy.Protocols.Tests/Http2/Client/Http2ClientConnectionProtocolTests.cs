@@ -1,0 +1,363 @@
+using System.Buffers;
+using System.Text;
+using Proxy.Codecs.Http2;
+using Proxy.Protocols.Client;
+using Proxy.Protocols.Http2;
+using Proxy.Protocols.Http2.Client;
+using Proxy.Testing;
+using Proxy.Testing.Http2;
+
+namespace Proxy.Protocols.Tests.Http2.Client;
+
+/// <summary>
+/// The client connection against a scripted backend over an in-memory transport: the client role of RFC 9113 and
+/// what a hostile or broken backend gets (the stream or connection error, a specific outcome for the relay).
+/// </summary>
+public sealed class Http2ClientConnectionProtocolTests
+{
+    private sealed class Harness : IAsyncDisposable
+    {
+        public Harness(Http2ClientOptions? options = null, TimeProvider? time = null)
+        {
+            var (server, client) = InMemoryDuplexPipe.CreatePair();
+            Connection = new Http2ClientConnection(client, options, time);
+            Run = Task.Run(() => Connection.RunAsync());
+            Backend = Http2TestPeer.Over(server);
+        }
+
+        public Http2ClientConnection Connection { get; }
+        public Task Run { get; }
+        public Http2TestPeer Backend { get; }
+
+        public BackendExchange Open(string path = "/", bool hasBody = false) =>
+            Connection.TryOpen(new BackendRequest { Method = hasBody ? "POST" : "GET", Authority = "backend", PathAndQuery = path, HasBody = hasBody })
+            ?? throw new InvalidOperationException("The connection refused a new stream.");
+
+        public async ValueTask DisposeAsync()
+        {
+            Connection.Abort();
+            await Run.WaitAsync(TimeSpan.FromSeconds(10));
+            await Backend.DisposeAsync();
+        }
+    }
+
+    private static async Task<string> ReadAllAsync(BackendExchange exchange)
+    {
+        var text = new StringBuilder();
+        while (true)
+        {
+            var result = await exchange.ResponseBody.ReadAsync();
+            text.Append(Encoding.UTF8.GetString(result.Buffer.ToArray()));
+            exchange.ResponseBody.AdvanceTo(result.Buffer.End);
+            if (result.IsCompleted)
+            {
+                return text.ToString();
+            }
+        }
+    }
+
+    [Fact]
+    public async Task Preface_ClientPrefaceThenSettings_PushDisabled()
+    {
+        await using var h = new Harness();
+        var settings = await h.Backend.ExpectClientPrefaceAsync();
+        Assert.Contains(settings, s => s.Parameter == Http2SettingsParameter.EnablePush && s.Value == 0);
+        Assert.Contains(settings, s => s.Parameter == Http2SettingsParameter.InitialWindowSize && s.Value == 768 * 1024);
+    }
+
+    [Fact]
+    public async Task Request_HeadersWithPseudoFieldsFirst_OddIdsInOrder()
+    {
+        await using var h = new Harness();
+        await h.Backend.AcceptHandshakeAsync();
+        var first = h.Open("/a?x=1");
+        var second = h.Open("/b");
+        var headers1 = await h.Backend.ExpectHeadersAsync(1);
+        var headers3 = await h.Backend.ExpectHeadersAsync(3);
+        Assert.Equal([":method", ":scheme", ":authority", ":path"], headers1.Fields.Take(4).Select(f => f.Key));
+        Assert.Equal("/a?x=1", headers1[":path"]);
+        Assert.Equal("backend", headers1[":authority"]);
+        Assert.True(headers1.EndStream);
+        Assert.Equal("/b", headers3[":path"]);
+        await h.Backend.SendResponseHeadersAsync(1, 204, endStream: true);
+        await first.ReadResponseHeadAsync(CancellationToken.None);
+        Assert.Equal(204, first.StatusCode);
+        Assert.Equal("", await ReadAllAsync(first));
+        await second.DisposeAsync();
+    }
+
+    [Fact]
+    public async Task GoAway_StreamsAboveLastId_RefusedAndRetryable_BelowComplete()
+    {
+        await using var h = new Harness();
+        await h.Backend.AcceptHandshakeAsync();
+        var kept = h.Open("/kept");
+        var refused = h.Open("/refused");
+        await h.Backend.ExpectHeadersAsync(1);
+        await h.Backend.ExpectHeadersAsync(3);
+        await h.Backend.SendGoAwayAsync(1, Http2ErrorCode.NoError);
+        var error = await Assert.ThrowsAsync<BackendException>(() => refused.ReadResponseHeadAsync(CancellationToken.None).AsTask());
+        Assert.Equal(BackendFailure.Refused, error.Failure);
+        Assert.False(h.Connection.IsOpen); // no new streams after GOAWAY
+        Assert.Null(h.Connection.TryOpen(new BackendRequest { Authority = "backend" }));
+
+        await h.Backend.SendResponseHeadersAsync(1, 200, endStream: false);
+        await h.Backend.SendDataAsync(1, "done"u8.ToArray(), endStream: true);
+        await kept.ReadResponseHeadAsync(CancellationToken.None);
+        Assert.Equal("done", await ReadAllAsync(kept));
+        await h.Run.WaitAsync(TimeSpan.FromSeconds(10)); // the last stream finished: the connection closes
+    }
+
+    [Fact]
+    public async Task RefusedStream_FailsAsRefused()
+    {
+        await using var h = new Harness();
+        await h.Backend.AcceptHandshakeAsync();
+        var exchange = h.Open();
+        await h.Backend.ExpectHeadersAsync(1);
+        await h.Backend.SendRstStreamAsync(1, Http2ErrorCode.RefusedStream);
+        var error = await Assert.ThrowsAsync<BackendException>(() => exchange.ReadResponseHeadAsync(CancellationToken.None).AsTask());
+        Assert.Equal(BackendFailure.Refused, error.Failure);
+    }
+
+    [Fact]
+    public async Task KeepAlivePing_BackendSilent_ConnectionClosedStreamsLost()
+    {
+        var time = new FakeTimeProvider();
+        var options = new Http2ClientOptions { KeepAlivePingDelay = TimeSpan.FromSeconds(10), KeepAlivePingTimeout = TimeSpan.FromSeconds(5) };
+        await using var h = new Harness(options, time);
+        await h.Backend.AcceptHandshakeAsync();
+        var exchange = h.Open("/slow");
+        await h.Backend.ExpectHeadersAsync(1);
+        time.AdvanceBy(TimeSpan.FromSeconds(10));
+        var ping = await h.Backend.ExpectPingAsync(ack: false);
+        time.AdvanceBy(TimeSpan.FromSeconds(5)); // no PING ACK: the backend is dead
+        var error = await Assert.ThrowsAsync<BackendException>(() => exchange.ReadResponseHeadAsync(CancellationToken.None).AsTask());
+        Assert.Equal(BackendFailure.ConnectionLost, error.Failure);
+        Assert.Contains("PING", error.Message);
+        await h.Run.WaitAsync(TimeSpan.FromSeconds(10));
+        _ = ping;
+    }
+
+    [Fact]
+    public async Task KeepAlivePing_Answered_ConnectionStays()
+    {
+        var time = new FakeTimeProvider();
+        var options = new Http2ClientOptions { KeepAlivePingDelay = TimeSpan.FromSeconds(10), KeepAlivePingTimeout = TimeSpan.FromSeconds(5) };
+        await using var h = new Harness(options, time);
+        await h.Backend.AcceptHandshakeAsync();
+        time.AdvanceBy(TimeSpan.FromSeconds(10));
+        var ping = await h.Backend.ExpectPingAsync(ack: false);
+        await h.Backend.SendPingAsync(ping.OpaqueData, ack: true);
+        // The ACK is processed before the timeout passes: use a request as the barrier.
+        var exchange = h.Open();
+        await h.Backend.ExpectHeadersAsync(1);
+        time.AdvanceBy(TimeSpan.FromSeconds(6));
+        await h.Backend.SendResponseHeadersAsync(1, 200, endStream: true);
+        await exchange.ReadResponseHeadAsync(CancellationToken.None);
+        Assert.True(h.Connection.IsOpen);
+    }
+
+    [Theory]
+    [InlineData("uppercase_name", "X-Upper", "1")]
+    [InlineData("connection_specific", "connection", "close")]
+    [InlineData("transfer_encoding", "transfer-encoding", "chunked")]
+    [InlineData("value_with_lf", "x-bad", "a\nb")]
+    public async Task MalformedResponse_StreamResetProtocolError_OtherStreamsCarryOn(string _, string name, string value)
+    {
+        await using var h = new Harness();
+        await h.Backend.AcceptHandshakeAsync();
+        var bad = h.Open("/bad");
+        var good = h.Open("/good");
+        await h.Backend.ExpectHeadersAsync(1);
+        await h.Backend.ExpectHeadersAsync(3);
+        var block = Http2TestPeer.EncodeHeadersRaw([new(":status", "200"), new(name, value)]);
+        await h.Backend.SendHeaderBlockAsync(1, block, endStream: true, endHeaders: true);
+        await h.Backend.ExpectRstStreamAsync(1, Http2ErrorCode.ProtocolError);
+        var error = await Assert.ThrowsAsync<BackendException>(() => bad.ReadResponseHeadAsync(CancellationToken.None).AsTask());
+        Assert.Equal(BackendFailure.ProtocolError, error.Failure);
+
+        await h.Backend.SendResponseHeadersAsync(3, 200, endStream: false);
+        await h.Backend.SendDataAsync(3, "ok"u8.ToArray(), endStream: true);
+        await good.ReadResponseHeadAsync(CancellationToken.None);
+        Assert.Equal("ok", await ReadAllAsync(good));
+    }
+
+    [Fact]
+    public async Task MissingStatus_StreamResetProtocolError()
+    {
+        await using var h = new Harness();
+        await h.Backend.AcceptHandshakeAsync();
+        var exchange = h.Open();
+        await h.Backend.ExpectHeadersAsync(1);
+        await h.Backend.SendHeadersAsync(1, [new("content-type", "text/plain")], endStream: true);
+        await h.Backend.ExpectRstStreamAsync(1, Http2ErrorCode.ProtocolError);
+        var error = await Assert.ThrowsAsync<BackendException>(() => exchange.ReadResponseHeadAsync(CancellationToken.None).AsTask());
+        Assert.Equal(BackendFailure.ProtocolError, error.Failure);
+    }
+
+    [Fact]
+    public async Task DataBeyondContentLength_StreamResetProtocolError()
+    {
+        await using var h = new Harness();
+        await h.Backend.AcceptHandshakeAsync();
+        var exchange = h.Open();
+        await h.Backend.ExpectHeadersAsync(1);
+        await h.Backend.SendResponseHeadersAsync(1, 200, false, ("content-length", "3"));
+        await h.Backend.SendDataAsync(1, "12345"u8.ToArray(), endStream: true);
+        await h.Backend.ExpectRstStreamAsync(1, Http2ErrorCode.ProtocolError);
+        await exchange.ReadResponseHeadAsync(CancellationToken.None);
+        var error = await Assert.ThrowsAsync<BackendException>(() => ReadAllAsync(exchange));
+        Assert.Equal(BackendFailure.ProtocolError, error.Failure);
+    }
+
+    [Fact]
+    public async Task PushPromise_ConnectionErrorProtocolError()
+    {
+        await using var h = new Harness();
+        await h.Backend.AcceptHandshakeAsync();
+        var exchange = h.Open();
+        await h.Backend.ExpectHeadersAsync(1);
+        var payload = new byte[4 + 1];
+        payload[3] = 2; // promised stream 2
+        await h.Backend.SendRawFrameAsync(Http2FrameType.PushPromise, Http2FrameFlags.EndHeaders, 1, payload);
+        await h.Backend.ExpectGoAwayAsync(Http2ErrorCode.ProtocolError);
+        var error = await Assert.ThrowsAsync<BackendException>(() => exchange.ReadResponseHeadAsync(CancellationToken.None).AsTask());
+        Assert.Equal(BackendFailure.ConnectionLost, error.Failure);
+    }
+
+    [Fact]
+    public async Task EnablePushFromServer_ConnectionErrorProtocolError()
+    {
+        await using var h = new Harness();
+        await h.Backend.ExpectClientPrefaceAsync();
+        await h.Backend.SendSettingsAsync(new Http2Setting(Http2SettingsParameter.EnablePush, 1));
+        await h.Backend.ExpectGoAwayAsync(Http2ErrorCode.ProtocolError);
+    }
+
+    [Fact]
+    public async Task FirstFrameNotSettings_ConnectionErrorProtocolError()
+    {
+        await using var h = new Harness();
+        await h.Backend.ExpectClientPrefaceAsync();
+        await h.Backend.SendPingAsync(1);
+        await h.Backend.ExpectGoAwayAsync(Http2ErrorCode.ProtocolError);
+    }
+
+    [Fact]
+    public async Task ContinuationFlood_ConnectionErrorEnhanceYourCalm()
+    {
+        await using var h = new Harness();
+        await h.Backend.AcceptHandshakeAsync();
+        var exchange = h.Open();
+        await h.Backend.ExpectHeadersAsync(1);
+        var block = Http2TestPeer.EncodeHeadersRaw([new(":status", "200"), new("x-a", "b")]);
+        await h.Backend.SendHeaderBlockAsync(1, block[..1], endStream: false, endHeaders: false);
+        for (var i = 0; i < 9; i++)
+        {
+            await h.Backend.SendContinuationAsync(1, block[1..2], endHeaders: false);
+        }
+        await h.Backend.ExpectGoAwayAsync(Http2ErrorCode.EnhanceYourCalm);
+        await Assert.ThrowsAsync<BackendException>(() => exchange.ReadResponseHeadAsync(CancellationToken.None).AsTask());
+    }
+
+    [Fact]
+    public async Task ResponseHeaderListTooLarge_StreamReset()
+    {
+        var options = new Http2ClientOptions();
+        options.Protocol.MaxHeaderListSize = 1024;
+        await using var h = new Harness(options);
+        await h.Backend.AcceptHandshakeAsync();
+        var exchange = h.Open();
+        await h.Backend.ExpectHeadersAsync(1);
+        await h.Backend.SendResponseHeadersAsync(1, 200, true, ("x-big", new string('a', 1500)));
+        await h.Backend.ExpectRstStreamAsync(1, Http2ErrorCode.ProtocolError);
+        var error = await Assert.ThrowsAsync<BackendException>(() => exchange.ReadResponseHeadAsync(CancellationToken.None).AsTask());
+        Assert.Equal(BackendFailure.ProtocolError, error.Failure);
+    }
+
+    [Fact]
+    public async Task ResponseCredit_ReturnedOnlyAsTheRelayConsumes()
+    {
+        var options = new Http2ClientOptions();
+        options.Protocol.InitialStreamWindowSize = 65_535;
+        await using var h = new Harness(options);
+        await h.Backend.AcceptHandshakeAsync();
+        var exchange = h.Open();
+        await h.Backend.ExpectHeadersAsync(1);
+        await h.Backend.SendResponseHeadersAsync(1, 200, endStream: false);
+        var chunk = new byte[16_384];
+        for (var i = 0; i < 3; i++)
+        {
+            await h.Backend.SendDataAsync(1, chunk, endStream: false);
+        }
+        await exchange.ReadResponseHeadAsync(CancellationToken.None);
+        // Nothing consumed yet: a PING round trip proves no stream WINDOW_UPDATE was sent meanwhile.
+        await h.Backend.SendPingAsync(7);
+        var beforeAck = new List<Http2TestFrame>();
+        while (true)
+        {
+            var frame = await h.Backend.ReceiveFrameAsync();
+            if (frame.Type == Http2FrameType.Ping && frame.IsAck)
+            {
+                break;
+            }
+            beforeAck.Add(frame);
+        }
+        Assert.DoesNotContain(beforeAck, f => f.Type == Http2FrameType.WindowUpdate && f.StreamId == 1);
+
+        var read = await exchange.ResponseBody.ReadAsync();
+        Assert.Equal(3 * 16_384, read.Buffer.Length);
+        exchange.ResponseBody.AdvanceTo(read.Buffer.End);
+        Http2TestFrame update;
+        do
+        {
+            update = await h.Backend.ReceiveFrameAsync(); // the connection's own WINDOW_UPDATE may come first
+        }
+        while (update.Type != Http2FrameType.WindowUpdate || update.StreamId != 1);
+        Assert.Equal(3 * 16_384, update.AsWindowUpdate().WindowSizeIncrement);
+        exchange.Abort();
+    }
+
+    [Fact]
+    public async Task MaxConcurrentStreams_FromBackendSettings_NoStreamBeyond()
+    {
+        await using var h = new Harness();
+        await h.Backend.AcceptHandshakeAsync(new Http2Setting(Http2SettingsParameter.MaxConcurrentStreams, 2));
+        // The ACK of the backend's SETTINGS proves they were applied.
+        var a = h.Open("/1");
+        var b = h.Open("/2");
+        Assert.Null(h.Connection.TryOpen(new BackendRequest { Authority = "backend" }));
+        Assert.False(h.Connection.HasCapacity);
+        await h.Backend.ExpectHeadersAsync(1);
+        await h.Backend.SendResponseHeadersAsync(1, 200, endStream: true);
+        await a.ReadResponseHeadAsync(CancellationToken.None);
+        await ReadAllAsync(a);
+        await a.DisposeAsync();
+        Assert.True(SpinWait.SpinUntil(() => h.Connection.HasCapacity, TimeSpan.FromSeconds(10)));
+        await b.DisposeAsync();
+    }
+
+    [Fact]
+    public async Task Abort_SendsRstStreamCancel()
+    {
+        await using var h = new Harness();
+        await h.Backend.AcceptHandshakeAsync();
+        var exchange = h.Open("/upload", hasBody: true);
+        await h.Backend.ExpectHeadersAsync(1);
+        exchange.Abort();
+        await h.Backend.ExpectRstStreamAsync(1, Http2ErrorCode.Cancel);
+    }
+
+    [Fact]
+    public async Task InvalidRequestField_RejectedBeforeAnythingIsQueued()
+    {
+        await using var h = new Harness();
+        var request = new BackendRequest { Authority = "backend", PathAndQuery = "/a b" };
+        Assert.Throws<ArgumentException>(() => h.Connection.TryOpen(request));
+        var header = new BackendRequest { Authority = "backend" };
+        header.Headers.Add("x-bad", "a\r\nb");
+        Assert.Throws<ArgumentException>(() => h.Connection.TryOpen(header));
+        Assert.Equal(0, h.Connection.ActiveStreams);
+    }
+}
