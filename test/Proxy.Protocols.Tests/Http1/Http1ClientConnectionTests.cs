@@ -177,6 +177,24 @@ public class Http1ClientConnectionTests
         Assert.True(h.Connection.IsClosed);
     }
 
+    [Fact]
+    public async Task RequestBody_BackendAnswersAndStopsReading_WriteFailsButResponseStillRead()
+    {
+        await using var h = new Http1ClientHarness();
+        var exchange = await h.SendAsync(new BackendRequest { Method = "POST", Authority = "h", PathAndQuery = "/", HasBody = true, ContentLength = 100 });
+        await h.RespondAsync("HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 2\r\n\r\nno");
+        h.ToBackend.Reader.Complete();
+
+        var write = await Assert.ThrowsAsync<BackendException>(() => exchange.RequestBody.WriteAsync(new byte[10]).AsTask());
+        Assert.Equal(BackendFailure.ConnectionLost, write.Failure);
+
+        await exchange.ReadResponseHeadAsync(CancellationToken.None);
+        Assert.Equal(403, exchange.StatusCode);
+        Assert.Equal("no", await Http1ClientHarness.ReadToEndAsync(exchange.ResponseBody));
+        await exchange.DisposeAsync();
+        Assert.Equal([false], h.Released);
+    }
+
     // ---- Response framing ----
 
     [Fact]

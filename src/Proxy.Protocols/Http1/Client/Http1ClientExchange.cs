@@ -21,6 +21,7 @@ internal sealed class Http1ClientExchange : BackendExchange
     private readonly Http1ClientRequestBody _requestBody;
     private readonly Http1ClientResponseBody _responseBody;
     private BackendException? _failure;
+    private BackendException? _requestFailure;
     private volatile bool _requestComplete;
     private volatile bool _responseComplete;
     private volatile bool _responseStarted;
@@ -44,16 +45,24 @@ internal sealed class Http1ClientExchange : BackendExchange
     /// <summary>The first failure of the exchange, or null.</summary>
     internal BackendException? Failure => Volatile.Read(ref _failure);
 
+    /// <summary>True once writing the request failed (the response side may still finish).</summary>
+    internal bool RequestFailed => Volatile.Read(ref _requestFailure) is not null;
+
     /// <summary>True once the whole request (head and body, terminator included) was flushed.</summary>
     internal bool RequestComplete => _requestComplete;
 
     /// <summary>True once the final response's body was read to its end (and its trailers).</summary>
     internal bool ResponseComplete => _responseComplete;
 
-    /// <summary>Flushes what the request side wrote; the one place that maps transport failures on the output side.</summary>
+    /// <summary>
+    /// Flushes what the request side wrote; the one place that maps transport failures on the output side.
+    /// NOTE: a failed write fails the request side only. A backend may answer and close before it read the whole
+    /// request (RFC 9112 §9.5 expects a client to watch for that), so the response side goes on reading what the
+    /// backend sent, and fails on its own if the response is cut short. The connection is not reused either way.
+    /// </summary>
     internal async ValueTask<FlushResult> FlushRequestAsync(CancellationToken cancellationToken)
     {
-        ThrowIfFailed();
+        ThrowIfRequestFailed();
         FlushResult result;
         try
         {
@@ -66,12 +75,12 @@ internal sealed class Http1ClientExchange : BackendExchange
         }
         catch (Exception ex) when (ex is not BackendException)
         {
-            throw Fail(BackendFailure.ConnectionLost, "Writing the request to the backend failed.", ex);
+            throw FailRequest("Writing the request to the backend failed.", ex);
         }
         ThrowIfFailed();
         if (result.IsCompleted)
         {
-            throw Fail(BackendFailure.ConnectionLost, "The backend connection closed before the request was sent.");
+            throw FailRequest("The backend connection closed before the request was sent.");
         }
         if (_requestBody.IsFullySent)
         {
@@ -201,6 +210,23 @@ internal sealed class Http1ClientExchange : BackendExchange
         return exception;
     }
 
+    /// <summary>The request could not be written: the writer gets <see cref="BackendFailure.ConnectionLost"/>, the exchange goes on.</summary>
+    private BackendException FailRequest(string message, Exception? inner = null)
+    {
+        var exception = new BackendException(BackendFailure.ConnectionLost, message, inner: inner);
+        return Interlocked.CompareExchange(ref _requestFailure, exception, null) ?? exception;
+    }
+
+    /// <summary>Throws the exchange's failure, or the request side's own.</summary>
+    internal void ThrowIfRequestFailed()
+    {
+        ThrowIfFailed();
+        if (Volatile.Read(ref _requestFailure) is { } failure)
+        {
+            throw failure;
+        }
+    }
+
     internal void ThrowIfFailed()
     {
         if (Failure is { } failure)
@@ -229,11 +255,11 @@ internal sealed class Http1ClientExchange : BackendExchange
             }
             catch (Exception ex)
             {
-                Fail(BackendFailure.ConnectionLost, "Writing the request to the backend failed.", ex);
+                FailRequest("Writing the request to the backend failed.", ex);
             }
         }
         // RFC 9112 §9.3: persistent only when both messages ended at their boundaries and the backend allows it.
-        var reusable = Failure is null && _requestComplete && _responseComplete && _keepAlive;
+        var reusable = Failure is null && _requestFailure is null && _requestComplete && _responseComplete && _keepAlive;
         _connection.Release(this, reusable);
     }
 

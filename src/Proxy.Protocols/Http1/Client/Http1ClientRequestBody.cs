@@ -129,7 +129,7 @@ internal sealed class Http1ClientRequestBody : PipeWriter
         }
         catch (BackendException)
         {
-            // Recorded on the exchange: the response side reports it, and the connection is not reused.
+            // Recorded on the exchange, so the connection is not reused; the response side reports its own outcome.
         }
     }
 
@@ -143,7 +143,7 @@ internal sealed class Http1ClientRequestBody : PipeWriter
             }
             catch (BackendException)
             {
-                // Recorded on the exchange: the response side reports it, and the connection is not reused.
+                // Recorded on the exchange, so the connection is not reused; the response side reports its own outcome.
             }
         }
     }
@@ -156,7 +156,7 @@ internal sealed class Http1ClientRequestBody : PipeWriter
             return false;
         }
         _completed = true;
-        if (_exchange.Failure is not null || Stopped || _framing == Framing.None)
+        if (_exchange.Failure is not null || _exchange.RequestFailed || Stopped || _framing == Framing.None)
         {
             return false;
         }
@@ -182,7 +182,7 @@ internal sealed class Http1ClientRequestBody : PipeWriter
         {
             throw new InvalidOperationException("The request body was completed.");
         }
-        _exchange.ThrowIfFailed();
+        _exchange.ThrowIfRequestFailed();
     }
 
     private static int HexDigits(int value) => Math.Max(1, (32 - int.LeadingZeroCount(value) + 3) / 4);
