@@ -47,6 +47,9 @@ public struct Http1ChunkedDecoder
     /// <summary>True once the last chunk and the trailer section have been consumed.</summary>
     public readonly bool IsComplete => _state == State.Done;
 
+    /// <summary>True inside a chunk's data: the next input bytes are data, so a read continues the previous data slice.</summary>
+    public readonly bool IsInChunkData => _state == State.Data;
+
     /// <summary>
     /// Consumes framing from <paramref name="reader"/> until body bytes are available, and returns
     /// them in <paramref name="data"/> (already consumed from the reader). Returns true with

@@ -287,6 +287,65 @@ public class Http1ClientConnectionTests
     }
 
     [Fact]
+    public async Task ResponseBody_ExaminedWithoutConsuming_NextChunksJoinedBehindIt()
+    {
+        await using var h = new Http1ClientHarness();
+        var exchange = await h.SendAsync(Http1ClientHarness.Get());
+        await h.RespondAsync("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n1\r\n \r\n");
+        await exchange.ReadResponseHeadAsync(CancellationToken.None);
+        var body = exchange.ResponseBody;
+
+        // A reader waiting for a whole message: it examines everything and consumes nothing.
+        var first = await body.ReadAsync();
+        Assert.Equal("hello", Encoding.ASCII.GetString(first.Buffer.ToArray()));
+        body.AdvanceTo(first.Buffer.Start, first.Buffer.End);
+        var joined = await body.ReadAsync().AsTask().WaitAsync(Http1ClientHarness.Guard);
+        Assert.Equal("hello ", Encoding.ASCII.GetString(joined.Buffer.ToArray()));
+        body.AdvanceTo(joined.Buffer.Start, joined.Buffer.End);
+
+        // Nothing new yet: the read waits for the next chunk instead of returning the same bytes again.
+        var pending = body.ReadAsync().AsTask();
+        await Task.Yield();
+        Assert.False(pending.IsCompleted);
+        await h.RespondAsync("5\r\nworld\r\n0\r\n\r\n");
+        var all = await pending.WaitAsync(Http1ClientHarness.Guard);
+        Assert.Equal("hello world", Encoding.ASCII.GetString(all.Buffer.ToArray()));
+        Assert.True(all.IsCompleted);
+        body.AdvanceTo(all.Buffer.GetPosition(6));
+        var rest = await body.ReadAsync();
+        Assert.Equal("world", Encoding.ASCII.GetString(rest.Buffer.ToArray()));
+        body.AdvanceTo(rest.Buffer.End);
+        Assert.True((await body.ReadAsync()).IsCompleted);
+
+        await exchange.DisposeAsync();
+        Assert.Equal([true], h.Released);
+    }
+
+    [Fact]
+    public async Task ResponseBody_ExaminedWithoutConsumingInsideAChunk_NewBytesExtendTheSlice()
+    {
+        await using var h = new Http1ClientHarness();
+        var exchange = await h.SendAsync(Http1ClientHarness.Get());
+        await h.RespondAsync("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\na\r\n01234");
+        await exchange.ReadResponseHeadAsync(CancellationToken.None);
+        var body = exchange.ResponseBody;
+
+        var first = await body.ReadAsync();
+        Assert.Equal("01234", Encoding.ASCII.GetString(first.Buffer.ToArray()));
+        body.AdvanceTo(first.Buffer.Start, first.Buffer.End);
+        var pending = body.ReadAsync().AsTask();
+        await Task.Yield();
+        Assert.False(pending.IsCompleted);
+
+        await h.RespondAsync("56789\r\n0\r\n\r\n");
+
+        var whole = await pending.WaitAsync(Http1ClientHarness.Guard);
+        Assert.Equal("0123456789", Encoding.ASCII.GetString(whole.Buffer.ToArray()));
+        body.AdvanceTo(whole.Buffer.End);
+        Assert.True((await body.ReadAsync()).IsCompleted);
+    }
+
+    [Fact]
     public async Task Response_UntilClose_BodyEndsAtCloseAndNotReused()
     {
         await using var h = new Http1ClientHarness();

@@ -16,9 +16,10 @@ namespace Proxy.Protocols.Http1.Client;
 /// <item>until close: everything up to the end of the input.</item>
 /// </list>
 /// Consuming (AdvanceTo) is what frees room in the transport, so a slow relay slows the backend (TCP flow control).
-/// NOTE: a chunked body is handed out one chunk at a time (the framing between chunks is not part of the data, and we
-/// do not copy to join them). A reader that examines everything without consuming is woken again only when more
-/// input arrives, so it cannot see past a chunk boundary while the next chunk already sits in the buffer.
+/// NOTE: chunked data is handed out as slices of the input, up to the end of the current chunk (the framing between
+/// chunks is not data). A reader that examines everything without consuming it (a parser waiting for a whole
+/// message) at a chunk boundary gets the following chunks joined behind what it holds, copied into a pooled buffer
+/// (<see cref="_joined"/>) until it consumed them; a relay that consumes what it reads never pays that copy.
 /// </summary>
 // Owned by the relay's response-side flow (the same flow that read the head).
 internal sealed class Http1ClientResponseBody : PipeReader
@@ -33,6 +34,11 @@ internal sealed class Http1ClientResponseBody : PipeReader
     private ReadOnlySequence<byte> _last; // what the last read returned, when it came from the input
     private bool _inputHeld;              // the input awaits an AdvanceTo for _last
     private bool _lastIsFinal;            // UntilClose: _last reaches the end of the input
+    private bool _wantsMore;              // Chunked: the reader examined all it was given without consuming all of it
+    private byte[]? _joined;              // Chunked: data joined across chunk boundaries for a reader that wants more
+    private int _joinedStart;
+    private int _joinedEnd;
+    private bool _lastFromJoined;
     private bool _started;
     private bool _done;
     private bool _readerCompleted;
@@ -67,6 +73,10 @@ internal sealed class Http1ClientResponseBody : PipeReader
         }
         while (true)
         {
+            if (_joined is not null && (!_wantsMore || _done))
+            {
+                return HoldJoined();
+            }
             if (_done)
             {
                 return new ReadResult(default, isCanceled: false, isCompleted: true);
@@ -98,13 +108,9 @@ internal sealed class Http1ClientResponseBody : PipeReader
                     return Hold(buffer, result.IsCompleted);
 
                 case Http1BodyFraming.Chunked:
-                    if (_pending > 0)
+                    if (TryReadChunked(buffer, result.IsCompleted, out var chunkResult))
                     {
-                        return Hold(buffer.Slice(0, _pending), isCompleted: false);
-                    }
-                    if (TryDecodeChunk(buffer, result.IsCompleted, out var data))
-                    {
-                        return data.IsEmpty ? new ReadResult(default, isCanceled: false, isCompleted: true) : Hold(data, isCompleted: false);
+                        return chunkResult;
                     }
                     break;
             }
@@ -112,13 +118,69 @@ internal sealed class Http1ClientResponseBody : PipeReader
     }
 
     /// <summary>
-    /// Runs the chunked decoder over the input. True with the next data slice (the framing before it is consumed
-    /// once the reader advances past the slice's start), or true with no data at the end of the body; false when the
-    /// input was advanced past framing only and more is needed.
+    /// One step of a chunked read over the input's <paramref name="buffer"/>. True with the result to return; false
+    /// when the input was advanced and the next input read decides.
     /// </summary>
-    private bool TryDecodeChunk(ReadOnlySequence<byte> buffer, bool inputCompleted, out ReadOnlySequence<byte> data)
+    private bool TryReadChunked(ReadOnlySequence<byte> buffer, bool inputCompleted, out ReadResult result)
     {
         var reader = new SequenceReader<byte>(buffer);
+        if (_joined is not null || (_pending > 0 && _wantsMore && !_chunked.IsInChunkData))
+        {
+            // The reader holds data up to a chunk boundary and wants more: join what follows behind it.
+            var appended = AppendJoined(buffer.Slice(0, _pending));
+            reader.Advance(_pending);
+            _pending = 0;
+            while (TryDecode(ref reader, buffer, inputCompleted, out var data) && !data.IsEmpty)
+            {
+                appended |= AppendJoined(data);
+            }
+            _input.AdvanceTo(reader.Position, buffer.End);
+            if (appended || _done)
+            {
+                _wantsMore = false;
+                result = HoldJoined();
+                return true;
+            }
+            result = default;
+            return false;
+        }
+
+        if (_pending > 0)
+        {
+            // Inside a chunk, newly arrived data continues the slice the reader holds.
+            reader.Advance(_pending);
+            if (_chunked.IsInChunkData && TryDecode(ref reader, buffer, inputCompleted, out var more) && !more.IsEmpty)
+            {
+                _pending += more.Length;
+            }
+            result = Hold(buffer.Slice(0, _pending), isCompleted: false);
+            return true;
+        }
+
+        if (TryDecode(ref reader, buffer, inputCompleted, out var first))
+        {
+            if (!first.IsEmpty)
+            {
+                // The framing before this slice is consumed once the reader advances past the slice's start.
+                _pending = first.Length;
+                result = Hold(first, isCompleted: false);
+                return true;
+            }
+            _input.AdvanceTo(reader.Position);
+            result = new ReadResult(default, isCanceled: false, isCompleted: true);
+            return true;
+        }
+        _input.AdvanceTo(reader.Position, buffer.End);
+        result = default;
+        return false;
+    }
+
+    /// <summary>
+    /// Runs the chunked decoder: true with the next data slice, or true with none at the end of the body (trailers
+    /// collected, the exchange told); false when more input is needed. Maps framing errors and an input that ended.
+    /// </summary>
+    private bool TryDecode(ref SequenceReader<byte> reader, ReadOnlySequence<byte> buffer, bool inputCompleted, out ReadOnlySequence<byte> data)
+    {
         bool decoded;
         try
         {
@@ -129,24 +191,48 @@ internal sealed class Http1ClientResponseBody : PipeReader
             _input.AdvanceTo(buffer.Start);
             throw _exchange.Fail(BackendFailure.ProtocolError, $"Invalid chunked response body from the backend: {ex.Reason}.");
         }
-        if (decoded && !data.IsEmpty)
+        if (decoded && data.IsEmpty)
         {
-            _pending = data.Length;
-            return true;
-        }
-        if (decoded)
-        {
-            _input.AdvanceTo(reader.Position);
             _trailerSink.RemoveConnectionOptions();
             Finish();
-            return true;
         }
-        _input.AdvanceTo(reader.Position, buffer.End);
-        if (inputCompleted)
+        else if (!decoded && inputCompleted)
         {
+            _input.AdvanceTo(buffer.Start);
             throw _exchange.Fail(BackendFailure.ConnectionLost, "The backend closed the connection in the middle of a chunked response body.");
         }
-        return false;
+        return decoded;
+    }
+
+    private bool AppendJoined(ReadOnlySequence<byte> data)
+    {
+        if (data.IsEmpty)
+        {
+            return false;
+        }
+        var needed = _joinedEnd - _joinedStart + checked((int)data.Length);
+        if (_joined is null || _joined.Length - _joinedStart < needed)
+        {
+            var grown = ArrayPool<byte>.Shared.Rent(Math.Max(needed, (_joined?.Length ?? 0) * 2));
+            if (_joined is not null)
+            {
+                _joined.AsSpan(_joinedStart, _joinedEnd - _joinedStart).CopyTo(grown);
+                ArrayPool<byte>.Shared.Return(_joined);
+            }
+            _joinedEnd -= _joinedStart;
+            _joinedStart = 0;
+            _joined = grown;
+        }
+        data.CopyTo(_joined.AsSpan(_joinedEnd));
+        _joinedEnd += (int)data.Length;
+        return true;
+    }
+
+    private ReadResult HoldJoined()
+    {
+        _last = new ReadOnlySequence<byte>(_joined!, _joinedStart, _joinedEnd - _joinedStart);
+        _lastFromJoined = true;
+        return new ReadResult(_last, isCanceled: false, isCompleted: _done);
     }
 
     private ReadResult Hold(ReadOnlySequence<byte> data, bool isCompleted)
@@ -167,6 +253,17 @@ internal sealed class Http1ClientResponseBody : PipeReader
 
     public override void AdvanceTo(SequencePosition consumed, SequencePosition examined)
     {
+        if (_lastFromJoined)
+        {
+            _lastFromJoined = false;
+            _joinedStart += (int)_last.Slice(_last.Start, consumed).Length;
+            _wantsMore = _last.Slice(_last.Start, examined).Length == _last.Length && _joinedStart < _joinedEnd;
+            if (_joinedStart == _joinedEnd)
+            {
+                ReturnJoined();
+            }
+            return;
+        }
         if (!_inputHeld)
         {
             // After a result we made up (end of body, canceled): nothing of the input is held.
@@ -195,6 +292,7 @@ internal sealed class Http1ClientResponseBody : PipeReader
                 break;
             case Http1BodyFraming.Chunked:
                 _pending -= consumedLength;
+                _wantsMore = _pending > 0 && _last.Slice(_last.Start, examined).Length == _last.Length;
                 break;
         }
         _input.AdvanceTo(consumed, examined);
@@ -212,6 +310,18 @@ internal sealed class Http1ClientResponseBody : PipeReader
             _input.AdvanceTo(_last.Start);
         }
         _readerCompleted = true;
+        ReturnJoined();
+    }
+
+    private void ReturnJoined()
+    {
+        if (_joined is not null)
+        {
+            ArrayPool<byte>.Shared.Return(_joined);
+            _joined = null;
+        }
+        _joinedStart = _joinedEnd = 0;
+        _lastFromJoined = false;
     }
 
     private void Finish()
