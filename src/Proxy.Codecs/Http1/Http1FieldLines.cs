@@ -138,6 +138,17 @@ internal static class Http1FieldLines
     /// <summary>Parses a complete field section (located by <see cref="TryFindSectionEnd"/>) into <paramref name="sink"/>, consuming the empty line.</summary>
     public static void ParseSection(ref SequenceReader<byte> reader, IHttp1FieldSink? sink, ref byte[]? scratch)
     {
+        var none = default(NoObserver);
+        ParseSection(ref reader, sink, ref none, ref scratch);
+    }
+
+    /// <summary>
+    /// Parses a complete field section, showing each field to <paramref name="observer"/> (a head's framing state)
+    /// before <paramref name="sink"/>, so an invalid framing field throws before the sink sees it.
+    /// </summary>
+    public static void ParseSection<TObserver>(ref SequenceReader<byte> reader, IHttp1FieldSink? sink, ref TObserver observer, ref byte[]? scratch)
+        where TObserver : struct, IHttp1FieldObserver
+    {
         while (true)
         {
             var line = ReadLine(ref reader, ref scratch);
@@ -146,7 +157,15 @@ internal static class Http1FieldLines
                 return;
             }
             ParseFieldLine(line, out var name, out var value);
+            observer.Observe(name, value);
             sink?.OnField(name, value);
+        }
+    }
+
+    private struct NoObserver : IHttp1FieldObserver
+    {
+        public readonly void Observe(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
+        {
         }
     }
 
@@ -177,6 +196,12 @@ internal static class Http1FieldLines
         element = default;
         return false;
     }
+}
+
+/// <summary>Sees every field of a section as it is parsed (the framing state of a message head).</summary>
+internal interface IHttp1FieldObserver
+{
+    void Observe(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value);
 }
 
 /// <summary>Which field section a limit applies to: names the section in the error message.</summary>

@@ -9,7 +9,7 @@ namespace Proxy.Codecs.Http1;
 /// responses).
 /// </summary>
 // Owned by the parser call that reads one head.
-internal struct Http1FramingFields
+internal struct Http1FramingFields : IHttp1FieldObserver
 {
     private long _contentLength;
     private bool _hasContentLength;
@@ -39,8 +39,10 @@ internal struct Http1FramingFields
     /// <summary>"Connection: keep-alive" was listed.</summary>
     public bool ConnectionKeepAlive { get; private set; }
 
+    void IHttp1FieldObserver.Observe(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value) => TryObserve(name, value);
+
     /// <summary>Observes one field; true when it was one of the framing or persistence fields.</summary>
-    public bool Observe(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
+    public bool TryObserve(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
     {
         if (Ascii.EqualsIgnoreCase(name, "content-length"u8))
         {

@@ -72,17 +72,7 @@ public static class Http1RequestParser
             var line = Http1FieldLines.ReadLine(ref reader, ref scratch);
             var (version, form, isConnect) = ParseRequestLine(line, sink);
             var framing = new FramingState();
-            while (true)
-            {
-                line = Http1FieldLines.ReadLine(ref reader, ref scratch);
-                if (line.IsEmpty)
-                {
-                    break;
-                }
-                Http1FieldLines.ParseFieldLine(line, out var name, out var value);
-                framing.Observe(name, value);
-                sink.OnField(name, value);
-            }
+            Http1FieldLines.ParseSection(ref reader, sink, ref framing, ref scratch);
             head = framing.Conclude(version, form, isConnect, checked((int)(reader.Consumed - headStart)));
             consumed = reader.Position;
             return true;
@@ -185,7 +175,7 @@ public static class Http1RequestParser
     }
 
     /// <summary>Accumulates the framing and connection-control fields of one request head (RFC 9112 §6, §9).</summary>
-    private struct FramingState
+    private struct FramingState : IHttp1FieldObserver
     {
         private Http1FramingFields _fields;
         private bool _expectContinue;
@@ -200,7 +190,7 @@ public static class Http1RequestParser
 
         public void Observe(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
         {
-            if (_fields.Observe(name, value))
+            if (_fields.TryObserve(name, value))
             {
                 return;
             }

@@ -71,17 +71,7 @@ public static class Http1ResponseParser
             var line = Http1FieldLines.ReadLine(ref reader, ref scratch);
             var (version, status) = ParseStatusLine(line, sink);
             var fields = new Http1FramingFields();
-            while (true)
-            {
-                line = Http1FieldLines.ReadLine(ref reader, ref scratch);
-                if (line.IsEmpty)
-                {
-                    break;
-                }
-                Http1FieldLines.ParseFieldLine(line, out var name, out var value);
-                fields.Observe(name, value);
-                sink.OnField(name, value);
-            }
+            Http1FieldLines.ParseSection(ref reader, sink, ref fields, ref scratch);
             head = Conclude(ref fields, version, status, requestWasHead, checked((int)reader.Consumed));
             consumed = reader.Position;
             return true;
