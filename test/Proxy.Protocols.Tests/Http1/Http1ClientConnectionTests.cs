@@ -403,6 +403,18 @@ public class Http1ClientConnectionTests
         Assert.Equal("ok", await Http1ClientHarness.ReadToEndAsync(exchange.ResponseBody));
     }
 
+    [Fact]
+    public async Task Response_EndlessInterimResponses_ProtocolError()
+    {
+        await using var h = new Http1ClientHarness();
+        var exchange = await h.SendAsync(Http1ClientHarness.Get());
+        await h.RespondAsync(string.Concat(Enumerable.Repeat("HTTP/1.1 102 Processing\r\n\r\n", Http1ClientExchange.MaxInterimResponses + 1)));
+
+        var failure = await ExpectFailureAsync(() => exchange.ReadResponseHeadAsync(CancellationToken.None).AsTask());
+
+        Assert.Equal(BackendFailure.ProtocolError, failure.Failure);
+    }
+
     // ---- Keep-alive ----
 
     [Fact]

@@ -9,12 +9,16 @@ namespace Proxy.Protocols.Http1.Client;
 /// One request/response exchange on an <see cref="Http1ClientConnection"/>. The request side
 /// (<see cref="Http1ClientRequestBody"/>) writes the transport's output, the response side (the head here,
 /// <see cref="Http1ClientResponseBody"/> after it) reads the transport's input; they share only the outcome flags
-/// below. The first failure wins and is sticky: every later read, write or flush on either side throws it, the
-/// connection is closed at dispose and nothing more is parsed or relayed from it.
+/// below. The first failure of the exchange wins and is sticky: every later read, write or flush on either side throws
+/// it, the connection is closed at dispose and nothing more is parsed or relayed from it. A failed request write is
+/// the one exception: it fails the request side only (see <see cref="FlushRequestAsync"/>).
 /// </summary>
 // Owned by the relay: one flow on the request side, one on the response side; Abort and Fail from any thread.
 internal sealed class Http1ClientExchange : BackendExchange
 {
+    /// <summary>1xx responses skipped before the final one; more is a protocol error.</summary>
+    internal const int MaxInterimResponses = 16;
+
     private readonly Http1ClientConnection _connection;
     private readonly IDuplexPipe _transport;
     private readonly bool _isHeadRequest;
@@ -117,6 +121,7 @@ internal sealed class Http1ClientExchange : BackendExchange
         var input = _transport.Input;
         var sink = new ResponseFieldSink(ResponseHeaders);
         var limits = _connection.Options.Limits;
+        var interim = 0;
         while (true)
         {
             var result = await ReadInputAsync(input).ConfigureAwait(false);
@@ -154,7 +159,12 @@ internal sealed class Http1ClientExchange : BackendExchange
             if (head.StatusCode < 200)
             {
                 // RFC 9110 §15.2: "A client MUST be able to parse one or more 1xx responses received prior to a final
-                // response, even if the client does not expect one." Interim responses are not relayed.
+                // response, even if the client does not expect one." Interim responses are not relayed; their number
+                // is bounded, so a backend cannot keep us parsing without ever answering.
+                if (++interim > MaxInterimResponses)
+                {
+                    throw Fail(BackendFailure.ProtocolError, $"The backend sent more than {MaxInterimResponses} interim (1xx) responses.");
+                }
                 ResponseHeaders.Clear();
                 sink.Reset();
                 continue;
