@@ -108,6 +108,16 @@ public class Http1ClientConnectionTests
         Assert.True(h.Connection.IsReusable);
     }
 
+    [Theory]
+    [InlineData("POST", "POST / HTTP/1.1\r\nhost: h\r\ncontent-length: 0\r\n\r\n")]
+    [InlineData("DELETE", "DELETE / HTTP/1.1\r\nhost: h\r\n\r\n")]
+    public async Task SendAsync_NoBody_ContentLengthZeroOnlyWhereTheMethodExpectsContent(string method, string expected)
+    {
+        await using var h = new Http1ClientHarness();
+        await h.SendAsync(new BackendRequest { Method = method, Authority = "h", PathAndQuery = "/" });
+        Assert.Equal(expected, h.TakeWritten());
+    }
+
     [Fact]
     public async Task RequestBody_ContentLengthExceeded_ThrowsAndConnectionNotReused()
     {

@@ -67,7 +67,7 @@ internal static class Http1RequestHeadWriter
             }
         }
 
-        if (request.ContentLength is { } contentLength)
+        if (ContentLengthToSend(request) is { } contentLength)
         {
             framing = request.HasBody ? BodyFraming.ContentLength : BodyFraming.None;
             length += "content-length: \r\n".Length + CountDigits(contentLength);
@@ -104,7 +104,7 @@ internal static class Http1RequestHeadWriter
             at += Encoding.Latin1.GetBytes(value, span[at..]);
             at += Copy("\r\n"u8, span[at..]);
         }
-        if (request.ContentLength is { } contentLength)
+        if (ContentLengthToSend(request) is { } contentLength)
         {
             at += Copy("content-length: "u8, span[at..]);
             contentLength.TryFormat(span[at..], out var written);
@@ -118,6 +118,14 @@ internal static class Http1RequestHeadWriter
         at += Copy("\r\n"u8, span[at..]);
         Debug.Assert(at == span.Length, "The request head was measured wrong.");
     }
+
+    /// <summary>
+    /// The declared length, or 0 for a bodiless POST, PUT or PATCH: RFC 9110 §8.6, "A user agent SHOULD send
+    /// Content-Length in a request when the method defines a meaning for enclosed content and it is not sending
+    /// Transfer-Encoding" (some servers answer 411 Length Required otherwise).
+    /// </summary>
+    private static long? ContentLengthToSend(BackendRequest request) =>
+        request.ContentLength ?? (!request.HasBody && request.Method is "POST" or "PUT" or "PATCH" ? 0 : null);
 
     /// <summary>
     /// Fields we never copy: the connection-specific ones (RFC 9110 §7.6.1: a proxy "MUST remove" Connection and the
