@@ -113,7 +113,11 @@ public sealed class Http1ClientConnection : IAsyncDisposable
         return exchange;
     }
 
-    /// <summary>Closes the connection (completes the transport). An exchange still running fails with <see cref="BackendFailure.Aborted"/>.</summary>
+    /// <summary>
+    /// Closes the connection (completes the transport). An exchange still running is aborted (its pending reads and
+    /// writes fail with <see cref="BackendFailure.Aborted"/>) and the transport is completed when that exchange is
+    /// disposed, once its flows are out of the transport.
+    /// </summary>
     public ValueTask DisposeAsync()
     {
         Http1ClientExchange? current;

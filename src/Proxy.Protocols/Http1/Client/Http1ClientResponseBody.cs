@@ -19,7 +19,7 @@ namespace Proxy.Protocols.Http1.Client;
 /// NOTE: chunked data is handed out as slices of the input, up to the end of the current chunk (the framing between
 /// chunks is not data). A reader that examines everything without consuming it (a parser waiting for a whole
 /// message) at a chunk boundary gets the following chunks joined behind what it holds, copied into a pooled buffer
-/// (<see cref="_joined"/>) until it consumed them; a relay that consumes what it reads never pays that copy.
+/// (<c>_joined</c>) until it consumed them; a relay that consumes what it reads never pays that copy.
 /// </summary>
 // Owned by the relay's response-side flow (the same flow that read the head).
 internal sealed class Http1ClientResponseBody : PipeReader
