@@ -12,7 +12,7 @@ namespace Proxy.Codecs.Http1;
 /// a partial element stays unread and the caller retries when more bytes arrive. Chunk data is
 /// returned as slices of the input, never copied.
 /// </summary>
-// Owned by the single reader of one request body.
+// Owned by the single reader of one message body (a request body on the server, a response body on the client).
 public struct Http1ChunkedDecoder
 {
     /// <summary>Longest chunk-size line we accept, extensions included (they are skipped, but bounded).</summary>
@@ -33,13 +33,22 @@ public struct Http1ChunkedDecoder
     private long _remaining;
 
     public Http1ChunkedDecoder(Http1ParserLimits limits)
+        : this(limits.MaxHeadersTotalSize, limits.MaxHeaderCount)
     {
-        _maxTrailerSize = limits.MaxHeadersTotalSize;
-        _maxTrailerCount = limits.MaxHeaderCount;
+    }
+
+    /// <summary>A decoder whose trailer section may hold <paramref name="maxTrailerSize"/> octets in <paramref name="maxTrailerCount"/> fields.</summary>
+    public Http1ChunkedDecoder(int maxTrailerSize, int maxTrailerCount)
+    {
+        _maxTrailerSize = maxTrailerSize;
+        _maxTrailerCount = maxTrailerCount;
     }
 
     /// <summary>True once the last chunk and the trailer section have been consumed.</summary>
     public readonly bool IsComplete => _state == State.Done;
+
+    /// <summary>True inside a chunk's data: the next input bytes are data, so a read continues the previous data slice.</summary>
+    public readonly bool IsInChunkData => _state == State.Data;
 
     /// <summary>
     /// Consumes framing from <paramref name="reader"/> until body bytes are available, and returns
@@ -100,7 +109,7 @@ public struct Http1ChunkedDecoder
                     break;
 
                 case State.Trailers:
-                    if (!Http1FieldLines.TryFindSectionEnd(reader, _maxTrailerSize, _maxTrailerCount))
+                    if (!Http1FieldLines.TryFindSectionEnd(reader, _maxTrailerSize, _maxTrailerCount, Http1Section.Trailers))
                     {
                         return false;
                     }

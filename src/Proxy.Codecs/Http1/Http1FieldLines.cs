@@ -15,7 +15,7 @@ internal static class Http1FieldLines
     /// <paramref name="reader"/>. False when the section is incomplete; throws 431 once the section
     /// is known to exceed the limits, so a client cannot make us buffer without bound.
     /// </summary>
-    public static bool TryFindSectionEnd(SequenceReader<byte> reader, int maxTotalSize, int maxCount)
+    public static bool TryFindSectionEnd(SequenceReader<byte> reader, int maxTotalSize, int maxCount, Http1Section section = Http1Section.RequestHeaders)
     {
         var start = reader.Consumed;
         var count = 0;
@@ -26,13 +26,13 @@ internal static class Http1FieldLines
             {
                 if (reader.Consumed - start + reader.Remaining > maxTotalSize)
                 {
-                    throw new Http1ParseException(431, "Request header fields too large");
+                    throw new Http1ParseException(431, TooLarge(section));
                 }
                 return false;
             }
             if (reader.Consumed - start > maxTotalSize)
             {
-                throw new Http1ParseException(431, "Request header fields too large");
+                throw new Http1ParseException(431, TooLarge(section));
             }
             var lineLength = reader.Consumed - lineStart - 1;
             if (lineLength <= 1)
@@ -42,10 +42,24 @@ internal static class Http1FieldLines
             }
             if (++count > maxCount)
             {
-                throw new Http1ParseException(431, "Too many request header fields");
+                throw new Http1ParseException(431, TooMany(section));
             }
         }
     }
+
+    private static string TooLarge(Http1Section section) => section switch
+    {
+        Http1Section.ResponseHead => "Response head too large",
+        Http1Section.Trailers => "Trailer section too large",
+        _ => "Request header fields too large",
+    };
+
+    private static string TooMany(Http1Section section) => section switch
+    {
+        Http1Section.ResponseHead => "Too many response header fields",
+        Http1Section.Trailers => "Too many trailer fields",
+        _ => "Too many request header fields",
+    };
 
     /// <summary>
     /// Reads one line known to be complete and returns it without its CRLF. Multi-segment lines are
@@ -124,6 +138,17 @@ internal static class Http1FieldLines
     /// <summary>Parses a complete field section (located by <see cref="TryFindSectionEnd"/>) into <paramref name="sink"/>, consuming the empty line.</summary>
     public static void ParseSection(ref SequenceReader<byte> reader, IHttp1FieldSink? sink, ref byte[]? scratch)
     {
+        var none = default(NoObserver);
+        ParseSection(ref reader, sink, ref none, ref scratch);
+    }
+
+    /// <summary>
+    /// Parses a complete field section, showing each field to <paramref name="observer"/> (a head's framing state)
+    /// before <paramref name="sink"/>, so an invalid framing field throws before the sink sees it.
+    /// </summary>
+    public static void ParseSection<TObserver>(ref SequenceReader<byte> reader, IHttp1FieldSink? sink, ref TObserver observer, ref byte[]? scratch)
+        where TObserver : struct, IHttp1FieldObserver
+    {
         while (true)
         {
             var line = ReadLine(ref reader, ref scratch);
@@ -132,7 +157,15 @@ internal static class Http1FieldLines
                 return;
             }
             ParseFieldLine(line, out var name, out var value);
+            observer.Observe(name, value);
             sink?.OnField(name, value);
+        }
+    }
+
+    private struct NoObserver : IHttp1FieldObserver
+    {
+        public readonly void Observe(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
+        {
         }
     }
 
@@ -163,4 +196,18 @@ internal static class Http1FieldLines
         element = default;
         return false;
     }
+}
+
+/// <summary>Sees every field of a section as it is parsed (the framing state of a message head).</summary>
+internal interface IHttp1FieldObserver
+{
+    void Observe(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value);
+}
+
+/// <summary>Which field section a limit applies to: names the section in the error message.</summary>
+internal enum Http1Section : byte
+{
+    RequestHeaders,
+    ResponseHead,
+    Trailers,
 }

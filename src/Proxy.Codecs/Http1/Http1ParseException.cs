@@ -14,7 +14,10 @@ public sealed class Http1ParseException : Exception
         Reason = reason;
     }
 
-    /// <summary>400, 414, 431, 501 or 505.</summary>
+    /// <summary>
+    /// 400, 414, 431, 501 or 505 for a request. For a response head (<see cref="Http1ResponseParser"/>) the code
+    /// means nothing: the client turns any of them into a 502; only <see cref="Reason"/> matters.
+    /// </summary>
     public int StatusCode { get; }
 
     /// <summary>A short, stable, client-safe explanation (no request bytes echoed).</summary>
@@ -28,6 +31,9 @@ public sealed class Http1ParseException : Exception
     public bool IsUnrecognizedProtocol { get; init; }
 
     internal static Http1ParseException BadRequest(string reason) => new(400, reason);
+
+    /// <summary>A response head that violates RFC 9112 (the client side): 502, the status a gateway answers with.</summary>
+    internal static Http1ParseException BadResponse(string reason) => new(502, reason);
 
     internal static Http1ParseException UnrecognizedProtocol(string reason) => new(400, reason) { IsUnrecognizedProtocol = true };
 }

@@ -72,17 +72,7 @@ public static class Http1RequestParser
             var line = Http1FieldLines.ReadLine(ref reader, ref scratch);
             var (version, form, isConnect) = ParseRequestLine(line, sink);
             var framing = new FramingState();
-            while (true)
-            {
-                line = Http1FieldLines.ReadLine(ref reader, ref scratch);
-                if (line.IsEmpty)
-                {
-                    break;
-                }
-                Http1FieldLines.ParseFieldLine(line, out var name, out var value);
-                framing.Observe(name, value);
-                sink.OnField(name, value);
-            }
+            Http1FieldLines.ParseSection(ref reader, sink, ref framing, ref scratch);
             head = framing.Conclude(version, form, isConnect, checked((int)(reader.Consumed - headStart)));
             consumed = reader.Position;
             return true;
@@ -184,17 +174,10 @@ public static class Http1RequestParser
         throw Http1ParseException.BadRequest("Invalid request target");
     }
 
-    /// <summary>Accumulates the framing and connection-control fields of one head (RFC 9112 §6, §9).</summary>
-    private struct FramingState
+    /// <summary>Accumulates the framing and connection-control fields of one request head (RFC 9112 §6, §9).</summary>
+    private struct FramingState : IHttp1FieldObserver
     {
-        private long _contentLength;
-        private bool _hasContentLength;
-        private bool _hasTransferEncoding;
-        private bool _chunkedFinal;
-        private int _chunkedCount;
-        private bool _unknownCoding;
-        private bool _connectionClose;
-        private bool _connectionKeepAlive;
+        private Http1FramingFields _fields;
         private bool _expectContinue;
         private bool _teTrailers;
         private bool _upgrade;
@@ -202,40 +185,22 @@ public static class Http1RequestParser
 
         public FramingState()
         {
-            _contentLength = -1;
+            _fields = new Http1FramingFields();
         }
 
         public void Observe(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
         {
-            if (Ascii.EqualsIgnoreCase(name, "content-length"u8))
+            if (_fields.TryObserve(name, value))
             {
-                ObserveContentLength(value);
+                return;
             }
-            else if (Ascii.EqualsIgnoreCase(name, "transfer-encoding"u8))
-            {
-                ObserveTransferEncoding(value);
-            }
-            else if (Ascii.EqualsIgnoreCase(name, "host"u8))
+            if (Ascii.EqualsIgnoreCase(name, "host"u8))
             {
                 _hostCount++;
                 if (!Http1RequestTarget.IsValidHost(value))
                 {
                     // RFC 9112 §3.2: 400 for "a Host header field with an invalid field value".
                     throw Http1ParseException.BadRequest("Invalid Host header");
-                }
-            }
-            else if (Ascii.EqualsIgnoreCase(name, "connection"u8))
-            {
-                while (Http1FieldLines.NextListElement(ref value, out var option))
-                {
-                    if (Ascii.EqualsIgnoreCase(option, "close"u8))
-                    {
-                        _connectionClose = true;
-                    }
-                    else if (Ascii.EqualsIgnoreCase(option, "keep-alive"u8))
-                    {
-                        _connectionKeepAlive = true;
-                    }
                 }
             }
             else if (Ascii.EqualsIgnoreCase(name, "expect"u8))
@@ -255,66 +220,6 @@ public static class Http1RequestParser
             }
         }
 
-        private void ObserveContentLength(ReadOnlySpan<byte> value)
-        {
-            // Content-Length = 1*DIGIT (RFC 9110 §8.6). A list or repeated field with identical
-            // values may be accepted as one (RFC 9110 §8.6, RFC 9112 §6.3 item 5); differing values
-            // or anything else is "invalid Content-Length": 400 and close.
-            var any = false;
-            while (Http1FieldLines.NextListElement(ref value, out var element))
-            {
-                any = true;
-                var parsed = ParseDecimal(element);
-                if (_hasContentLength && parsed != _contentLength)
-                {
-                    throw Http1ParseException.BadRequest("Conflicting Content-Length values");
-                }
-                _hasContentLength = true;
-                _contentLength = parsed;
-            }
-            if (!any)
-            {
-                throw Http1ParseException.BadRequest("Invalid Content-Length");
-            }
-        }
-
-        private static long ParseDecimal(ReadOnlySpan<byte> digits)
-        {
-            long result = 0;
-            foreach (var b in digits)
-            {
-                var d = b - (byte)'0';
-                if ((uint)d > 9)
-                {
-                    throw Http1ParseException.BadRequest("Invalid Content-Length");
-                }
-                if (result > (long.MaxValue - d) / 10)
-                {
-                    throw Http1ParseException.BadRequest("Content-Length overflow");
-                }
-                result = result * 10 + d;
-            }
-            return result;
-        }
-
-        private void ObserveTransferEncoding(ReadOnlySpan<byte> value)
-        {
-            _hasTransferEncoding = true;
-            while (Http1FieldLines.NextListElement(ref value, out var coding))
-            {
-                if (Ascii.EqualsIgnoreCase(coding, "chunked"u8))
-                {
-                    _chunkedCount++;
-                    _chunkedFinal = true;
-                }
-                else
-                {
-                    _unknownCoding = true;
-                    _chunkedFinal = false;
-                }
-            }
-        }
-
         public Http1RequestHead Conclude(Http1Version version, Http1TargetForm form, bool isConnect, int headLength)
         {
             // RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, or with more than one.
@@ -324,46 +229,32 @@ public static class Http1RequestParser
             }
 
             var framing = Http1BodyFraming.None;
-            if (_hasTransferEncoding)
+            if (_fields.HasTransferEncoding)
             {
-                // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding MUST be treated as having
-                // faulty framing. RFC 9112 §6.3 item 3 lets a server process TE+CL as chunked; we take
-                // the stricter path of rejecting both (a smuggling signature).
-                if (version == Http1Version.Http10)
-                {
-                    throw Http1ParseException.BadRequest("Transfer-Encoding in HTTP/1.0 request");
-                }
-                if (_hasContentLength)
-                {
-                    throw Http1ParseException.BadRequest("Both Transfer-Encoding and Content-Length");
-                }
-                // RFC 9112 §6.3 item 4: chunked not final -> "MUST respond with 400 and close".
-                // RFC 9112 §6.1: chunked MUST NOT be applied more than once.
-                if (!_chunkedFinal || _chunkedCount > 1)
-                {
-                    throw Http1ParseException.BadRequest("Chunked must be the final transfer coding, applied once");
-                }
+                _fields.CheckTransferEncoding(version);
                 // RFC 9112 §6.1: a transfer coding we do not understand SHOULD get 501.
-                if (_unknownCoding)
+                if (_fields.HasUnknownCoding)
                 {
                     throw new Http1ParseException(501, "Unsupported transfer coding");
                 }
                 framing = Http1BodyFraming.Chunked;
             }
-            else if (_hasContentLength && _contentLength > 0)
+            else if (_fields.ContentLength > 0)
             {
                 framing = Http1BodyFraming.ContentLength;
             }
 
             // RFC 9112 §9.3: HTTP/1.1 persists unless "close"; HTTP/1.0 only with "keep-alive".
-            var keepAlive = version == Http1Version.Http11 ? !_connectionClose : _connectionKeepAlive && !_connectionClose;
+            var keepAlive = version == Http1Version.Http11
+                ? !_fields.ConnectionClose
+                : _fields.ConnectionKeepAlive && !_fields.ConnectionClose;
 
             return new Http1RequestHead
             {
                 Version = version,
                 TargetForm = form,
                 Framing = framing,
-                ContentLength = _hasContentLength ? _contentLength : -1,
+                ContentLength = _fields.ContentLength,
                 KeepAlive = keepAlive,
                 // RFC 9110 §10.1.1: "MUST ignore that expectation" in an HTTP/1.0 request.
                 ExpectContinue = _expectContinue && version == Http1Version.Http11 && framing != Http1BodyFraming.None,

@@ -20,13 +20,15 @@ public enum Http1TargetForm : byte
     Asterisk,
 }
 
-/// <summary>How the request body is delimited (RFC 9112 §6.3).</summary>
+/// <summary>How a message body is delimited (RFC 9112 §6.3).</summary>
 public enum Http1BodyFraming : byte
 {
-    /// <summary>No body (neither Content-Length nor Transfer-Encoding, or Content-Length: 0).</summary>
+    /// <summary>No body (neither Content-Length nor Transfer-Encoding, or Content-Length: 0; a response to HEAD, 1xx, 204, 304).</summary>
     None,
     ContentLength,
     Chunked,
+    /// <summary>Responses only: the body runs until the server closes the connection (RFC 9112 §6.3 item 8).</summary>
+    UntilClose,
 }
 
 /// <summary>Limits applied while parsing; exceeding them yields 414 or 431.</summary>
@@ -66,5 +68,34 @@ public readonly record struct Http1RequestHead
     /// <summary>An Upgrade header field was present (RFC 9110 §7.8).</summary>
     public bool HasUpgrade { get; init; }
     /// <summary>Number of bytes the head occupied, request line through the empty line.</summary>
+    public int HeadLength { get; init; }
+}
+
+/// <summary>Limits applied while parsing a response head (the client side).</summary>
+public readonly record struct Http1ResponseLimits(int MaxHeadSize, int MaxFieldCount)
+{
+    /// <summary>64 KiB for the status line and all fields, 100 fields.</summary>
+    public static Http1ResponseLimits Default => new(64 * 1024, 100);
+}
+
+/// <summary>Receives the parts of a response head. Called only once the whole head has arrived.</summary>
+public interface IHttp1ResponseSink : IHttp1FieldSink
+{
+    /// <summary><paramref name="reason"/> may be empty; it is free of CTLs other than HTAB.</summary>
+    void OnStatusLine(Http1Version version, int statusCode, ReadOnlySpan<byte> reason);
+}
+
+/// <summary>What the response parser concluded from the status line and the framing fields.</summary>
+public readonly record struct Http1ResponseHead
+{
+    public Http1Version Version { get; init; }
+    public int StatusCode { get; init; }
+    /// <summary>How the body that follows is delimited (None for HEAD, 1xx, 204 and 304 whatever the fields say).</summary>
+    public Http1BodyFraming Framing { get; init; }
+    /// <summary>The declared Content-Length (also on a HEAD or 304 response, where it describes a body not sent); -1 when absent.</summary>
+    public long ContentLength { get; init; }
+    /// <summary>True when the connection may carry another exchange after this response (RFC 9112 §9.3).</summary>
+    public bool KeepAlive { get; init; }
+    /// <summary>Number of bytes the head occupied, status line through the empty line.</summary>
     public int HeadLength { get; init; }
 }

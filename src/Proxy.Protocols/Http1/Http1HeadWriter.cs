@@ -144,15 +144,21 @@ internal static class Http1HeadWriter
     /// <summary>Response splitting guard: no CR, LF, NUL or other CTLs, nothing beyond Latin-1.</summary>
     public static void ValidateText(string? value)
     {
-        if (value is not null && value.AsSpan().IndexOfAnyExcept(s_fieldValueChars) >= 0)
+        if (value is not null && !IsFieldValue(value))
         {
             throw new InvalidOperationException("Invalid character in response header value or reason phrase.");
         }
     }
 
+    /// <summary>token = 1*tchar (RFC 9110 §5.6.2): a field name or a method.</summary>
+    public static bool IsToken(ReadOnlySpan<char> text) => !text.IsEmpty && text.IndexOfAnyExcept(s_tokenChars) < 0;
+
+    /// <summary>field-value characters (RFC 9110 §5.5): HTAB, SP, VCHAR, obs-text; no CR, LF, NUL, other CTLs or DEL.</summary>
+    public static bool IsFieldValue(ReadOnlySpan<char> text) => text.IndexOfAnyExcept(s_fieldValueChars) < 0;
+
     private static void ValidateName(string name)
     {
-        if (name.Length == 0 || name.AsSpan().IndexOfAnyExcept(s_tokenChars) >= 0)
+        if (!IsToken(name))
         {
             throw new InvalidOperationException($"Invalid response header name '{name}'.");
         }
