@@ -1,6 +1,8 @@
 using System.Net.Security;
 using Microsoft.Extensions.Logging;
+using System.Collections.Concurrent;
 using Proxy.Protocols.Client;
+using Proxy.Protocols.Http1.Client;
 using Proxy.Protocols.Http2.Client;
 using Proxy.Transport.Client;
 
@@ -20,10 +22,12 @@ internal sealed record BackendPoolSettings
     public TimeSpan Lifetime { get; init; } = Timeout.InfiniteTimeSpan;
     public bool DangerousAcceptAnyServerCertificate { get; init; }
     public Http2ClientOptions Http2 { get; init; } = new();
+    public Http1ClientOptions Http1 { get; init; } = new();
 }
 
 /// <summary>
-/// The connections of one destination. HTTP/2 connections are shared by many streams: a request takes the first
+/// The connections of one destination. HTTP/1.1 connections carry one exchange at a time and wait in an idle stack
+/// between exchanges (the most recently used first, so the rest can time out). HTTP/2 connections are shared by many streams: a request takes the first
 /// connection with a free stream slot, and a new connection opens when every one is at the backend's
 /// SETTINGS_MAX_CONCURRENT_STREAMS (EnableMultipleHttp2Connections, as SocketsHttpHandler and YARP PR #748), up to
 /// MaxConnectionsPerServer; beyond that requests wait for a slot (the admission gate in front bounds how many). Idle
@@ -44,6 +48,9 @@ internal sealed class BackendPool : IAsyncDisposable
     private TaskCompletionSource _changed = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private ITimer? _sweep;
     private bool _disposed;
+    private readonly ConcurrentStack<PooledHttp1> _idleHttp1 = new();
+    private int _http1Count;       // open HTTP/1.1 connections, idle or busy
+    private volatile bool _http1;  // the destination speaks HTTP/1.1 (configured, or ALPN chose it)
 
     public BackendPool(string destinationPrefix, BackendPoolSettings settings, ILogger logger, TimeProvider time)
     {
@@ -55,13 +62,21 @@ internal sealed class BackendPool : IAsyncDisposable
         _settings = settings;
         _logger = logger;
         _time = time;
+        _http1 = !settings.PreferHttp2;
     }
 
     /// <summary>"http" or "https": the :scheme of requests to this destination.</summary>
     public string Scheme { get; }
 
     /// <summary>Open HTTP/2 connections (for tests and metrics).</summary>
-    public int ConnectionCount => _http2.Length;
+    public int ConnectionCount => _http2.Length + Volatile.Read(ref _http1Count);
+
+    private sealed class PooledHttp1(Http1ClientConnection connection, BackendTransport transport)
+    {
+        public Http1ClientConnection Connection { get; } = connection;
+        public BackendTransport Transport { get; } = transport;
+        public long IdleSince;
+    }
 
     private sealed class PooledHttp2(Http2ClientConnection connection, BackendTransport transport, long created)
     {
@@ -77,11 +92,11 @@ internal sealed class BackendPool : IAsyncDisposable
     /// <see cref="BackendException"/> (Connect) when no connection can be made, <see cref="OperationCanceledException"/>
     /// when <paramref name="cancellationToken"/> fires first.
     /// </summary>
-    public async ValueTask<BackendExchange> OpenAsync(BackendRequest request, CancellationToken cancellationToken)
+    public async ValueTask<(BackendExchange Exchange, bool ReusedHttp1)> OpenAsync(BackendRequest request, CancellationToken cancellationToken)
     {
-        if (!_settings.PreferHttp2)
+        if (_http1)
         {
-            throw new BackendException(BackendFailure.Connect, $"HTTP/1.1 to {_host}:{_port} is not available on the native relay yet.");
+            return await OpenHttp1Async(request, cancellationToken).ConfigureAwait(false);
         }
         var connectAttempts = 0;
         while (true)
@@ -90,7 +105,7 @@ internal sealed class BackendPool : IAsyncDisposable
             {
                 if (pooled.Connection.HasCapacity && pooled.Connection.TryOpen(request) is { } exchange)
                 {
-                    return exchange;
+                    return (exchange, false);
                 }
             }
             Task? connecting;
@@ -112,6 +127,10 @@ internal sealed class BackendPool : IAsyncDisposable
                     throw new BackendException(BackendFailure.Connect, $"Connections to {_host}:{_port} opened but took no stream.");
                 }
                 await connecting.WaitAsync(cancellationToken).ConfigureAwait(false);
+                if (_http1)
+                {
+                    return await OpenHttp1Async(request, cancellationToken).ConfigureAwait(false); // ALPN chose HTTP/1.1
+                }
                 continue;
             }
             // Every connection is full and no more may open: wait for a stream slot (or a closed connection).
@@ -153,9 +172,16 @@ internal sealed class BackendPool : IAsyncDisposable
             }
             if (transport.IsTls && transport.ApplicationProtocol != "h2")
             {
-                await transport.DisposeAsync().ConfigureAwait(false);
-                throw new BackendException(BackendFailure.Connect,
-                    $"{_host}:{_port} did not negotiate h2 by ALPN ('{transport.ApplicationProtocol}'); HTTP/1.1 is not available on the native relay yet.");
+                if (_settings.Http2Only)
+                {
+                    await transport.DisposeAsync().ConfigureAwait(false);
+                    throw new BackendException(BackendFailure.Connect,
+                        $"{_host}:{_port} did not negotiate h2 by ALPN ('{transport.ApplicationProtocol}') and the cluster asks for HTTP/2 exactly.");
+                }
+                // The backend chose HTTP/1.1: the destination is HTTP/1.1 from now on, and this connection its first.
+                _http1 = true;
+                AddHttp1(transport);
+                return;
             }
             var connection = new Http2ClientConnection(transport.Transport, _settings.Http2, _time);
             var pooled = new PooledHttp2(connection, transport, _time.GetTimestamp());
@@ -198,6 +224,135 @@ internal sealed class BackendPool : IAsyncDisposable
         }
     }
 
+    // ---- HTTP/1.1 ----
+
+    private async ValueTask<(BackendExchange, bool)> OpenHttp1Async(BackendRequest request, CancellationToken cancellationToken)
+    {
+        while (true)
+        {
+            while (_idleHttp1.TryPop(out var idle))
+            {
+                if (!idle.Connection.IsReusable)
+                {
+                    await CloseHttp1Async(idle).ConfigureAwait(false);
+                    continue;
+                }
+                try
+                {
+                    return (await idle.Connection.SendAsync(request, cancellationToken).ConfigureAwait(false), true);
+                }
+                catch (BackendException)
+                {
+                    // The backend closed it while idle: try the next one (the connection closed itself).
+                    await CloseHttp1Async(idle).ConfigureAwait(false);
+                }
+            }
+            Task changed;
+            var connect = false;
+            lock (_lock)
+            {
+                ObjectDisposedException.ThrowIf(_disposed, this);
+                changed = _changed.Task;
+                if (_http1Count < _settings.MaxConnections)
+                {
+                    _http1Count++;
+                    connect = true;
+                }
+            }
+            if (!connect)
+            {
+                await changed.WaitAsync(cancellationToken).ConfigureAwait(false); // at MaxConnectionsPerServer: wait for one back
+                continue;
+            }
+            PooledHttp1 pooled;
+            try
+            {
+                pooled = await ConnectHttp1Async(cancellationToken).ConfigureAwait(false);
+            }
+            catch
+            {
+                Interlocked.Decrement(ref _http1Count);
+                OnStateChanged();
+                throw;
+            }
+            return (await pooled.Connection.SendAsync(request, cancellationToken).ConfigureAwait(false), false);
+        }
+    }
+
+    private async Task<PooledHttp1> ConnectHttp1Async(CancellationToken cancellationToken)
+    {
+        BackendTransport transport;
+        try
+        {
+            var tls = !_tls ? null : new BackendTlsOptions
+            {
+                TargetHost = _host,
+                ApplicationProtocols = [SslApplicationProtocol.Http11],
+                DangerousAcceptAnyServerCertificate = _settings.DangerousAcceptAnyServerCertificate,
+            };
+            transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout, cancellationToken: cancellationToken).ConfigureAwait(false);
+        }
+        catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+        {
+            throw;
+        }
+        catch (Exception ex)
+        {
+            throw new BackendException(BackendFailure.Connect, $"Connecting to {_host}:{_port} failed: {ex.Message}", inner: ex);
+        }
+        return CreateHttp1(transport);
+    }
+
+    /// <summary>A connection that negotiated HTTP/1.1 while we hoped for h2: it joins the idle stack.</summary>
+    private void AddHttp1(BackendTransport transport)
+    {
+        Interlocked.Increment(ref _http1Count);
+        var pooled = CreateHttp1(transport);
+        pooled.IdleSince = _time.GetTimestamp();
+        _idleHttp1.Push(pooled);
+    }
+
+    private PooledHttp1 CreateHttp1(BackendTransport transport)
+    {
+        var connection = new Http1ClientConnection(transport.Transport, _settings.Http1);
+        var pooled = new PooledHttp1(connection, transport);
+        connection.ExchangeReleased += (_, reusable) => OnHttp1Released(pooled, reusable);
+        lock (_lock)
+        {
+            _sweep ??= _time.CreateTimer(static s => ((BackendPool)s!).Sweep(), this, SweepPeriod, SweepPeriod);
+        }
+        return pooled;
+    }
+
+    private void OnHttp1Released(PooledHttp1 pooled, bool reusable)
+    {
+        if (reusable && !_disposed)
+        {
+            pooled.IdleSince = _time.GetTimestamp();
+            _idleHttp1.Push(pooled);
+        }
+        else
+        {
+            _ = CloseHttp1Async(pooled).AsTask();
+        }
+        OnStateChanged();
+    }
+
+    private async ValueTask CloseHttp1Async(PooledHttp1 pooled)
+    {
+        Interlocked.Decrement(ref _http1Count);
+        try
+        {
+            await pooled.Connection.DisposeAsync().ConfigureAwait(false);
+            await pooled.Transport.DisposeAsync().ConfigureAwait(false);
+        }
+        catch (Exception ex)
+        {
+            Log.ConnectionFailed(_logger, _host, _port, ex.Message);
+        }
+        OnStateChanged();
+    }
+
     /// <summary>A stream slot freed or a connection changed state: wake requests waiting for a slot.</summary>
     private void OnStateChanged()
     {
@@ -223,6 +378,26 @@ internal sealed class BackendPool : IAsyncDisposable
     private void Sweep()
     {
         var now = _time.GetTimestamp();
+        if (!_idleHttp1.IsEmpty && _settings.IdleTimeout != Timeout.InfiniteTimeSpan)
+        {
+            // Take the idle stack apart and keep the ones still fresh (rare: once per sweep period).
+            var keep = new List<PooledHttp1>();
+            while (_idleHttp1.TryPop(out var idle))
+            {
+                if (idle.Connection.IsReusable && _time.GetElapsedTime(idle.IdleSince, now) < _settings.IdleTimeout)
+                {
+                    keep.Add(idle);
+                }
+                else
+                {
+                    _ = CloseHttp1Async(idle).AsTask();
+                }
+            }
+            for (var i = keep.Count - 1; i >= 0; i--)
+            {
+                _idleHttp1.Push(keep[i]);
+            }
+        }
         foreach (var pooled in _http2)
         {
             var connection = pooled.Connection;
@@ -258,6 +433,10 @@ internal sealed class BackendPool : IAsyncDisposable
         foreach (var pooled in connections)
         {
             pooled.Connection.StartShutdown();
+        }
+        while (_idleHttp1.TryPop(out var idle))
+        {
+            await CloseHttp1Async(idle).ConfigureAwait(false);
         }
         await Task.WhenAll(connections.Select(p => p.Connection.Completion)).WaitAsync(TimeSpan.FromSeconds(5)).ConfigureAwait(false);
     }

@@ -16,13 +16,23 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
     private const int MaxRetries = 2;
     private readonly ReplayableRequestBody _requestBody = new(request.HasBody);
     private BackendExchange _exchange = null!;
+    private bool _reusedHttp1;
     private int _retries;
 
     public async ValueTask OpenAsync(CancellationToken cancellationToken)
     {
-        _exchange = await pool.OpenAsync(request, cancellationToken).ConfigureAwait(false);
+        (_exchange, _reusedHttp1) = await pool.OpenAsync(request, cancellationToken).ConfigureAwait(false);
         _requestBody.Target = _exchange.RequestBody;
     }
+
+    /// <summary>
+    /// Sent again elsewhere: a request the backend refused unprocessed, or one whose kept-alive HTTP/1.1 connection the
+    /// backend had closed while it was idle (the close raced our request; RFC 9112 §9.3.1 lets a client retry then).
+    /// </summary>
+    private bool IsRetryable(BackendException error) =>
+        error.Failure == BackendFailure.Refused
+        || (_reusedHttp1 && error.Failure == BackendFailure.ConnectionLost
+            && request.Method is "GET" or "HEAD" or "OPTIONS" or "PUT" or "DELETE" or "TRACE"); // idempotent only (RFC 9110 §9.2.2)
 
     public override PipeWriter RequestBody => _requestBody;
 
@@ -36,11 +46,11 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
                 _requestBody.StopRecording();
                 return;
             }
-            catch (BackendException ex) when (ex.Failure == BackendFailure.Refused && _retries < MaxRetries && _requestBody.CanReplay)
+            catch (BackendException ex) when (IsRetryable(ex) && _retries < MaxRetries && _requestBody.CanReplay)
             {
                 _retries++;
                 await _exchange.DisposeAsync().ConfigureAwait(false);
-                _exchange = await pool.OpenAsync(request, cancellationToken).ConfigureAwait(false);
+                (_exchange, _reusedHttp1) = await pool.OpenAsync(request, cancellationToken).ConfigureAwait(false);
                 await _requestBody.ReplayIntoAsync(_exchange.RequestBody, cancellationToken).ConfigureAwait(false);
             }
         }

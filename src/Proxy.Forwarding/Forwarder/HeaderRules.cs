@@ -107,12 +107,14 @@ internal static class HeaderRules
                 continue;
             }
 
-            foreach (var value in values)
+            // One field per name, values joined as HttpClient joins them ("a, b"; cookies with "; ", RFC 9113 §8.2.3).
+            if (values.Count == 1)
             {
-                if (value is not null)
-                {
-                    head.Headers.Add(new(name, value));
-                }
+                head.Headers.Add(new(name, values[0] ?? ""));
+            }
+            else if (values.Count > 1)
+            {
+                head.Headers.Add(new(name, string.Join(name.Equals("Cookie", StringComparison.OrdinalIgnoreCase) ? "; " : ", ", values.ToArray())));
             }
         }
 

@@ -39,7 +39,20 @@ internal sealed class MessageRequestHeaders(HttpRequestMessage request) : ProxyR
 // Owned by one request's transform pass.
 internal sealed class HeadRequestHeaders(Forwarder.ForwarderRequestHead head) : ProxyRequestHeaders
 {
-    public override void Append(string name, string value) => head.Headers.Add(new(name, value));
+    /// <summary>Adds a value to the field of that name ("a, b", as HttpRequestMessage headers join them), or a new field.</summary>
+    public override void Append(string name, string value)
+    {
+        for (var i = 0; i < head.Headers.Count; i++)
+        {
+            if (string.Equals(head.Headers[i].Key, name, StringComparison.OrdinalIgnoreCase))
+            {
+                head.Headers[i] = new(head.Headers[i].Key, head.Headers[i].Value + ", " + value);
+                return;
+            }
+        }
+
+        head.Headers.Add(new(name, value));
+    }
 
     public override void Remove(string name) =>
         head.Headers.RemoveAll(field => string.Equals(field.Key, name, StringComparison.OrdinalIgnoreCase));

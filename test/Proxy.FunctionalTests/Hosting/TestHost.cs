@@ -138,6 +138,8 @@ public sealed class TestHost : IAsyncDisposable
     /// </summary>
     private static Func<IServer, Addresses> UseProxyServer(WebApplicationBuilder builder, bool https)
     {
+        // As in the standalone proxy: on our server, forwarded requests take the native relay (Kestrel keeps HttpClient).
+        Proxy.Relay.NativeRelayExtensions.AddNativeRelay(builder.Services);
         builder.WebHost.UseProxyServer(options =>
         {
             options.Listen(IPAddress.Loopback, 0, listen => listen.Protocols = Proxy.Server.HttpProtocols.Http1AndHttp2);

@@ -61,7 +61,7 @@ internal static class Http1RequestHeadWriter
             {
                 throw new ArgumentException($"Invalid character in the value of request header '{name}'.", nameof(request));
             }
-            if (!IsSkipped(name))
+            if (!IsSkipped(name, value))
             {
                 length += name.Length + value.Length + 4;
             }
@@ -95,7 +95,7 @@ internal static class Http1RequestHeadWriter
         at += Copy("\r\n"u8, span[at..]);
         foreach (var (name, value) in request.Headers)
         {
-            if (IsSkipped(name))
+            if (IsSkipped(name, value))
             {
                 continue;
             }
@@ -131,10 +131,12 @@ internal static class Http1RequestHeadWriter
     /// Fields we never copy: the connection-specific ones (RFC 9110 §7.6.1: a proxy "MUST remove" Connection and the
     /// fields it lists; Keep-Alive, Proxy-Connection, Transfer-Encoding, Upgrade and TE are hop-by-hop as well), Host
     /// (written first, from the authority) and Content-Length (written from <see cref="BackendRequest.ContentLength"/>).
+    /// NOTE: "TE: trailers" alone goes through, as HttpClient sends it: a gRPC-over-HTTP/1.1 bridge or any backend that
+    /// sends trailers only when asked must still see it (YARP #1191 once stripped it).
     /// </summary>
-    private static bool IsSkipped(string name) => name.Length switch
+    private static bool IsSkipped(string name, string value) => name.Length switch
     {
-        2 => name.Equals("te", StringComparison.OrdinalIgnoreCase),
+        2 => name.Equals("te", StringComparison.OrdinalIgnoreCase) && !value.Equals("trailers", StringComparison.OrdinalIgnoreCase),
         4 => name.Equals("host", StringComparison.OrdinalIgnoreCase),
         7 => name.Equals("upgrade", StringComparison.OrdinalIgnoreCase),
         10 => name.Equals("connection", StringComparison.OrdinalIgnoreCase) || name.Equals("keep-alive", StringComparison.OrdinalIgnoreCase),
