@@ -87,6 +87,16 @@ internal sealed partial class HttpForwarder
         var activityTimeout = config.ActivityTimeout ?? (isGrpc ? Timeout.InfiniteTimeSpan : DefaultActivityTimeout);
         using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline);
 
+        // Step 2b: a small body of declared length is received whole before anything goes to the backend. A body that
+        // disagrees with its content-length makes the request malformed (RFC 9113 §8.1.1), and a malformed request is
+        // never forwarded, not even its head. The host server checks the length; here we wait for its verdict.
+        if (head.ContentLength is > 0 and <= MaxPrebufferedBody && !await PrebufferDeclaredBodyAsync(context, head.ContentLength.Value, cancellation).ConfigureAwait(false))
+        {
+            var error = cancellation.ClientAborted ? ForwarderError.RequestCanceled : ForwarderError.RequestBodyClient;
+            ReportBeforeResponse(context, error, new InvalidOperationException("The request body did not match its content-length."), isGrpc, deadlineExpired: false);
+            return error;
+        }
+
         // Step 3: a pooled connection, and the head on its way.
         ForwarderBackendCall call;
         try
@@ -140,10 +150,18 @@ internal sealed partial class HttpForwarder
             // HEADERS frame with END_STREAM), a body of known length, or a body whose bytes are already here: then
             // the headers ride with them and a unary call leaves in one write.
             var trailersOnly = isGrpc && HasField(call.ResponseHeaders, "grpc-status");
-            var bodyReady = call.ResponseBody.TryRead(out var peek);
-            if (bodyReady)
+            bool bodyReady;
+            try
             {
-                call.ResponseBody.AdvanceTo(peek.Buffer.Start);
+                bodyReady = call.ResponseBody.TryRead(out var peek);
+                if (bodyReady)
+                {
+                    call.ResponseBody.AdvanceTo(peek.Buffer.Start);
+                }
+            }
+            catch (Exception)
+            {
+                bodyReady = true; // the body already failed: the pump below reports it (the status line stands)
             }
 
             if (!trailersOnly && !bodyReady && context.Response.ContentLength is null)
@@ -176,6 +194,34 @@ internal sealed partial class HttpForwarder
         }
 
         return ForwarderError.None;
+    }
+
+    /// <summary>Largest declared body received whole before the head is forwarded (within every stream window we grant).</summary>
+    private const long MaxPrebufferedBody = 64 * 1024;
+
+    /// <summary>Waits until the whole declared body arrived, without consuming it. False when reading it failed (malformed, reset).</summary>
+    private static async ValueTask<bool> PrebufferDeclaredBodyAsync(HttpContext context, long declared, ForwardingCancellation cancellation)
+    {
+        var reader = context.Request.BodyReader;
+        while (true)
+        {
+            ReadResult read;
+            try
+            {
+                read = await reader.ReadAsync(cancellation.Token).ConfigureAwait(false);
+            }
+            catch (Exception)
+            {
+                return false;
+            }
+
+            var complete = read.IsCompleted || read.Buffer.Length > declared;
+            reader.AdvanceTo(read.Buffer.Start, read.Buffer.End);
+            if (complete)
+            {
+                return true;
+            }
+        }
     }
 
     /// <summary>A transform that set Host chose the authority: HTTP/2 carries it as :authority, HTTP/1.1 as Host (built by the transport).</summary>

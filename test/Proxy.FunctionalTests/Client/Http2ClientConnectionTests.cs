@@ -48,6 +48,12 @@ public sealed class Http2ClientConnectionTests
             await context.Response.Body.FlushAsync();
             context.Features.Get<IHttpResetFeature>()!.Reset(0x2);
         });
+        app.MapGet("/die", async (HttpContext context) =>
+        {
+            await context.Response.WriteAsync("partial\n");
+            await context.Response.Body.FlushAsync();
+            context.Abort();
+        });
         app.MapGet("/slow", async (HttpContext context) =>
         {
             await context.Response.StartAsync();
@@ -194,6 +200,24 @@ public sealed class Http2ClientConnectionTests
             await ok.ReadResponseHeadAsync(CancellationToken.None);
             Assert.Equal("hello from " + server, await ReadBodyAsync(ok));
             await ok.DisposeAsync();
+            connection.Abort();
+            await run.WaitAsync(TimeSpan.FromSeconds(10));
+        }
+    }
+
+    [Theory]
+    [MemberData(nameof(Servers))]
+    public async Task BackendAbortsMidBody_BodyFaults(string server)
+    {
+        await using var app = await StartBackendAsync(server);
+        var (connection, transport, run) = await ConnectAsync(app);
+        await using (transport)
+        {
+            var dying = connection.TryOpen(Request("GET", "/die"))!;
+            await dying.ReadResponseHeadAsync(CancellationToken.None);
+            var error = await Assert.ThrowsAsync<BackendException>(() => ReadBodyAsync(dying));
+            Assert.Equal(BackendFailure.StreamReset, error.Failure);
+            await dying.DisposeAsync();
             connection.Abort();
             await run.WaitAsync(TimeSpan.FromSeconds(10));
         }
