@@ -176,10 +176,11 @@ internal partial class RequestFeatures :
         if (!HasStarted && !_starting)
         {
             // The whole body is known: announce its length rather than chunking (HTTP/1.1) or
-            // leaving the client to wait for END_STREAM to know it.
+            // leaving the client to wait for END_STREAM to know it. NOTE: not when trailers follow (a gRPC reply):
+            // a client that trusts the length stops reading at the last byte and misses them (HttpClient did).
             var buffered = _bodyWriter.BufferedLength;
             if (buffered > 0 && _responseHeaders.ContentLength is null && !HttpMethods.IsHead(Method)
-                && !_responseHeaders.ContainsKey("Transfer-Encoding"))
+                && !_responseHeaders.ContainsKey("Transfer-Encoding") && _responseTrailers is not { Count: > 0 })
             {
                 _responseHeaders.ContentLength = buffered;
             }

@@ -32,10 +32,20 @@ public class Http1ClientConnectionTests
 
         await h.SendAsync(request);
 
-        // Flushed at once: nothing waits for body bytes that a GET never sends.
+        // Flushed at once: nothing waits for body bytes that a GET never sends. "TE: trailers" alone is kept (as HttpClient sends it).
         Assert.Equal(
-            "GET /a/b?c=d HTTP/1.1\r\nhost: backend.example:8080\r\naccept: text/event-stream\r\nx-multi: one\r\nx-multi: two\r\n\r\n",
+            "GET /a/b?c=d HTTP/1.1\r\nhost: backend.example:8080\r\naccept: text/event-stream\r\nte: trailers\r\nx-multi: one\r\nx-multi: two\r\n\r\n",
             h.TakeWritten());
+    }
+
+    [Fact]
+    public async Task SendAsync_TeOtherThanTrailers_Dropped()
+    {
+        await using var h = new Http1ClientHarness();
+        var request = Http1ClientHarness.Get("/", "h");
+        request.Headers.Add("te", "gzip, trailers");
+        await h.SendAsync(request);
+        Assert.Equal("GET / HTTP/1.1\r\nhost: h\r\n\r\n", h.TakeWritten());
     }
 
     public static TheoryData<string, string, string, string, string> InvalidRequests => new()
