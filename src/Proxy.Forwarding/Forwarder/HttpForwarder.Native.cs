@@ -66,7 +66,7 @@ internal sealed partial class HttpForwarder
 
         // Step 2: the request head from the decoded fields, transforms applied. A derived transformer only knows
         // HttpRequestMessage: that request goes through HttpClient.
-        var destination = new NativeDestination(destinationPrefix);
+        var destination = NativeDestination.For(destinationPrefix);
         var head = new ForwarderRequestHead
         {
             Method = context.Request.Method,
@@ -117,10 +117,8 @@ internal sealed partial class HttpForwarder
         {
             // Step 4: the request body streams beside the response (gRPC client streaming and bidi need both at once).
             // It runs inline until it has to wait: a unary call's body is usually complete already.
-            using var requestBodyCancellation = head.HasBody ? CancellationTokenSource.CreateLinkedTokenSource(cancellation.Token) : null;
-            var requestPump = head.HasBody
-                ? PumpRequestBodyAsync(context.Request.BodyReader, call, cancellation, requestBodyCancellation!.Token)
-                : null;
+            var requestBody = context.Request.BodyReader;
+            var requestPump = head.HasBody ? PumpRequestBodyAsync(requestBody, call, cancellation) : null;
 
             // Step 5: the response head.
             try
@@ -131,7 +129,7 @@ internal sealed partial class HttpForwarder
             {
                 var error = ClassifyNativeHeadFailure(ex, cancellation, requestPump);
                 call.Abort();
-                await StopRequestPumpAsync(requestPump, requestBodyCancellation).ConfigureAwait(false);
+                await StopRequestPumpAsync(requestPump, requestBody, call).ConfigureAwait(false);
                 ReportBeforeResponse(context, error, ex, isGrpc, cancellation.DeadlineExpired);
                 transformer.TransformResponseNative(context, null);
                 return error;
@@ -174,7 +172,7 @@ internal sealed partial class HttpForwarder
                 catch (Exception ex)
                 {
                     var error = cancellation.ClientAborted ? ForwarderError.ResponseBodyCanceled : ForwarderError.ResponseBodyClient;
-                    return await FailNativeAfterResponseStartedAsync(context, call, error, ex, requestPump, requestBodyCancellation).ConfigureAwait(false);
+                    return await FailNativeAfterResponseStartedAsync(context, call, error, ex, requestPump, requestBody).ConfigureAwait(false);
                 }
             }
 
@@ -183,14 +181,14 @@ internal sealed partial class HttpForwarder
             if (result != StreamCopyResult.Success)
             {
                 var error = ClassifyNativeBodyFailure(result, cancellation, requestPump);
-                return await FailNativeAfterResponseStartedAsync(context, call, error, copyError, requestPump, requestBodyCancellation).ConfigureAwait(false);
+                return await FailNativeAfterResponseStartedAsync(context, call, error, copyError, requestPump, requestBody).ConfigureAwait(false);
             }
 
             // Step 9: trailers (gRPC's status).
             transformer.TransformResponseTrailersNative(context, call);
 
             // Step 10: the response is complete; a request body still streaming is no longer wanted.
-            await StopRequestPumpAsync(requestPump, requestBodyCancellation).ConfigureAwait(false);
+            await StopRequestPumpAsync(requestPump, requestBody, call).ConfigureAwait(false);
         }
 
         return ForwarderError.None;
@@ -257,8 +255,11 @@ internal sealed partial class HttpForwarder
     /// Client body to backend: each read is written into the backend stream and flushed; the client's bytes are consumed
     /// (and its credit returned) only once the backend side took them, so a slow backend slows the client.
     /// </summary>
-    private static async Task<StreamCopyResult> PumpRequestBodyAsync(PipeReader input, ForwarderBackendCall call, ForwardingCancellation activity,
-        CancellationToken cancellationToken)
+    /// <remarks>
+    /// NOTE: no token: the pump is stopped with CancelPendingRead / CancelPendingFlush (StopRequestPumpAsync), and a client
+    /// that goes away faults the read. That saves a linked token source per request.
+    /// </remarks>
+    private static async Task<StreamCopyResult> PumpRequestBodyAsync(PipeReader input, ForwarderBackendCall call, ForwardingCancellation activity)
     {
         var output = call.RequestBody;
         while (true)
@@ -266,11 +267,7 @@ internal sealed partial class HttpForwarder
             ReadResult read;
             try
             {
-                read = await input.ReadAsync(cancellationToken).ConfigureAwait(false);
-            }
-            catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
-            {
-                return StreamCopyResult.Canceled;
+                read = await input.ReadAsync().ConfigureAwait(false);
             }
             catch (Exception)
             {
@@ -282,6 +279,11 @@ internal sealed partial class HttpForwarder
             var buffer = read.Buffer;
             try
             {
+                if (read.IsCanceled)
+                {
+                    return StreamCopyResult.Canceled;
+                }
+
                 if (!buffer.IsEmpty)
                 {
                     foreach (var segment in buffer)
@@ -293,15 +295,16 @@ internal sealed partial class HttpForwarder
                     FlushResult flush;
                     try
                     {
-                        flush = await output.FlushAsync(cancellationToken).ConfigureAwait(false);
-                    }
-                    catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
-                    {
-                        return StreamCopyResult.Canceled;
+                        flush = await output.FlushAsync().ConfigureAwait(false);
                     }
                     catch (Exception)
                     {
                         return StreamCopyResult.OutputError;
+                    }
+
+                    if (flush.IsCanceled)
+                    {
+                        return StreamCopyResult.Canceled;
                     }
 
                     if (flush.IsCompleted)
@@ -435,7 +438,7 @@ internal sealed partial class HttpForwarder
         };
     }
 
-    private static async ValueTask StopRequestPumpAsync(Task<StreamCopyResult>? requestPump, CancellationTokenSource? requestBodyCancellation)
+    private static async ValueTask StopRequestPumpAsync(Task<StreamCopyResult>? requestPump, PipeReader requestBody, ForwarderBackendCall call)
     {
         if (requestPump is null)
         {
@@ -444,7 +447,9 @@ internal sealed partial class HttpForwarder
 
         if (!requestPump.IsCompleted)
         {
-            requestBodyCancellation?.Cancel();
+            // Wherever the pump waits (the client's next bytes, the backend's credit), it returns now.
+            requestBody.CancelPendingRead();
+            call.RequestBody.CancelPendingFlush();
         }
 
         try
@@ -459,7 +464,7 @@ internal sealed partial class HttpForwarder
 
     /// <summary>Headers already went out: reset the client's stream (RFC 9113 §8.1), abandon the backend's, stop the upload.</summary>
     private async ValueTask<ForwarderError> FailNativeAfterResponseStartedAsync(HttpContext context, ForwarderBackendCall call, ForwarderError error,
-        Exception? exception, Task<StreamCopyResult>? requestPump, CancellationTokenSource? requestBodyCancellation)
+        Exception? exception, Task<StreamCopyResult>? requestPump, PipeReader requestBody)
     {
         context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception));
         Log.Outcome(logger, error, context, exception);
@@ -476,7 +481,7 @@ internal sealed partial class HttpForwarder
             context.Abort();
         }
 
-        await StopRequestPumpAsync(requestPump, requestBodyCancellation).ConfigureAwait(false);
+        await StopRequestPumpAsync(requestPump, requestBody, call).ConfigureAwait(false);
         return error;
     }
 }

@@ -7,9 +7,28 @@ namespace Proxy.Forwarding.Forwarder;
 /// and the base path the request path is appended to (as <see cref="Transforms.HttpTransformer.MakeDestinationAddress"/>
 /// does for HttpClient, without building a Uri per request).
 /// </summary>
-internal readonly struct NativeDestination
+internal sealed class NativeDestination
 {
-    public NativeDestination(string prefix)
+    private static readonly System.Collections.Concurrent.ConcurrentDictionary<string, NativeDestination> Cache = new(StringComparer.Ordinal);
+
+    /// <summary>The parsed prefix, cached: destinations come from configuration, so the set is small (bounded at 1,024).</summary>
+    public static NativeDestination For(string prefix)
+    {
+        if (Cache.TryGetValue(prefix, out var known))
+        {
+            return known;
+        }
+
+        var parsed = new NativeDestination(prefix);
+        if (Cache.Count < 1024)
+        {
+            Cache.TryAdd(prefix, parsed);
+        }
+
+        return parsed;
+    }
+
+    private NativeDestination(string prefix)
     {
         Prefix = prefix;
         var schemeEnd = prefix.IndexOf("://", StringComparison.Ordinal);

@@ -59,7 +59,7 @@ public class HttpTransformer
     /// Fills the native request head the way <see cref="TransformRequestAsync"/> fills an HttpRequestMessage. Returns false
     /// for a derived transformer, which only knows HttpRequestMessage: the forwarder then uses HttpClient for the request.
     /// </summary>
-    internal virtual bool TryTransformRequestNative(HttpContext httpContext, ForwarderRequestHead head, in NativeDestination destination)
+    internal virtual bool TryTransformRequestNative(HttpContext httpContext, ForwarderRequestHead head, NativeDestination destination)
     {
         if (GetType() != typeof(HttpTransformer))
         {

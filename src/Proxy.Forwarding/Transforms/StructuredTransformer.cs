@@ -34,7 +34,7 @@ internal sealed class StructuredTransformer(
         return ValueTask.CompletedTask;
     }
 
-    internal override bool TryTransformRequestNative(HttpContext httpContext, ForwarderRequestHead head, in NativeDestination destination)
+    internal override bool TryTransformRequestNative(HttpContext httpContext, ForwarderRequestHead head, NativeDestination destination)
     {
         if (copyRequestHeaders)
         {
