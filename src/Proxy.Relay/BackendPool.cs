@@ -23,6 +23,8 @@ internal sealed record BackendPoolSettings
     public bool DangerousAcceptAnyServerCertificate { get; init; }
     public Http2ClientOptions Http2 { get; init; } = new();
     public Http1ClientOptions Http1 { get; init; } = new();
+    /// <summary>The backend sockets: reads continue on the receive loop and sends run on the flushing thread (see InlineScheduling).</summary>
+    public Proxy.Transport.Sockets.SocketTransportOptions Sockets { get; init; } = new() { InlineScheduling = true };
 }
 
 /// <summary>
@@ -116,7 +118,10 @@ internal sealed class BackendPool : IAsyncDisposable
                 changed = _changed.Task;
                 if (_connecting is null && CanAddConnection())
                 {
-                    _connecting = ConnectHttp2Async();
+                    // NOTE: started on the pool, not inline: a connect that completed synchronously would clear
+                    // _connecting (in its finally, re-entering this lock) before this assignment, leaving a finished
+                    // task here for good and no connection ever opened again.
+                    _connecting = Task.Run(ConnectHttp2Async);
                 }
                 connecting = _connecting;
             }
@@ -164,7 +169,7 @@ internal sealed class BackendPool : IAsyncDisposable
                     ApplicationProtocols = _settings.Http2Only ? [SslApplicationProtocol.Http2] : [SslApplicationProtocol.Http2, SslApplicationProtocol.Http11],
                     DangerousAcceptAnyServerCertificate = _settings.DangerousAcceptAnyServerCertificate,
                 };
-                transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout).ConfigureAwait(false);
+                transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout, _settings.Sockets).ConfigureAwait(false);
             }
             catch (Exception ex)
             {
@@ -290,7 +295,7 @@ internal sealed class BackendPool : IAsyncDisposable
                 ApplicationProtocols = [SslApplicationProtocol.Http11],
                 DangerousAcceptAnyServerCertificate = _settings.DangerousAcceptAnyServerCertificate,
             };
-            transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout, cancellationToken: cancellationToken).ConfigureAwait(false);
+            transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout, _settings.Sockets, cancellationToken).ConfigureAwait(false);
         }
         catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
         {

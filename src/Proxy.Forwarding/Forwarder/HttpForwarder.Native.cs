@@ -159,7 +159,9 @@ internal sealed partial class HttpForwarder
             }
             catch (Exception)
             {
-                bodyReady = true; // the body already failed: the pump below reports it (the status line stands)
+                // The body already failed (the backend sent its head, some bytes, then a reset): the head still goes out
+                // first, as on the HttpClient path, then the pump below meets the failure and resets the client's stream.
+                bodyReady = false;
             }
 
             if (!trailersOnly && !bodyReady && context.Response.ContentLength is null)
@@ -193,6 +195,12 @@ internal sealed partial class HttpForwarder
 
         return ForwarderError.None;
     }
+
+    /// <summary>
+    /// Bytes one pump turn moves from one side to the other before it waits for the other side to take them (the
+    /// stream output buffers' size): a relayed stream holds about one backend window plus this much.
+    /// </summary>
+    private const int MaxRelayChunk = 64 * 1024;
 
     /// <summary>Largest declared body received whole before the head is forwarded (within every stream window we grant).</summary>
     private const long MaxPrebufferedBody = 64 * 1024;
@@ -284,6 +292,13 @@ internal sealed partial class HttpForwarder
                     return StreamCopyResult.Canceled;
                 }
 
+                var readCompleted = read.IsCompleted;
+                if (buffer.Length > MaxRelayChunk)
+                {
+                    buffer = buffer.Slice(0, MaxRelayChunk); // one chunk per turn, as for the response
+                    readCompleted = false;
+                }
+
                 if (!buffer.IsEmpty)
                 {
                     foreach (var segment in buffer)
@@ -314,7 +329,7 @@ internal sealed partial class HttpForwarder
                     }
                 }
 
-                if (read.IsCompleted)
+                if (readCompleted)
                 {
                     await output.CompleteAsync().ConfigureAwait(false);
                     return StreamCopyResult.Success;
@@ -361,6 +376,15 @@ internal sealed partial class HttpForwarder
                 continue;
             }
 
+            // NOTE: at most one chunk per turn. A backend that filled its window would otherwise move the whole window
+            // into the client's output in one write (the flush waits only after), and the proxy would hold two windows.
+            var completed = read.IsCompleted;
+            if (buffer.Length > MaxRelayChunk)
+            {
+                buffer = buffer.Slice(0, MaxRelayChunk);
+                completed = false;
+            }
+
             try
             {
                 foreach (var segment in buffer)
@@ -375,7 +399,7 @@ internal sealed partial class HttpForwarder
             }
 
             activity.ResetActivity();
-            if (read.IsCompleted)
+            if (completed)
             {
                 input.AdvanceTo(buffer.End);
                 return (StreamCopyResult.Success, null);

@@ -240,6 +240,16 @@ internal sealed class FrameWriterLoop
                 ApplyPeerWindowUpdate(message.Stream, (int)message.Value);
                 break;
             case WriterMessageKind.RstStream:
+                if (message.Stream is { IsLocallyInitiated: true } unopened && !unopened.Send.HeadersSent)
+                {
+                    // A stream we opened whose HEADERS never left: the peer does not know it (idle, RFC 9113 §6.4), so
+                    // there is nothing to reset. Its output stops; the id is simply skipped (§5.1.1).
+                    if (!unopened.Send.OutputStopped)
+                    {
+                        StopStream(unopened, wasReset: true);
+                    }
+                    return;
+                }
                 if (message.Stream is { } reset)
                 {
                     if (!reset.Send.OutputStopped)

@@ -11,6 +11,12 @@ internal interface IHttp2OutputSource
     /// <summary>The stream's current id (a pooled stream changes it between lives).</summary>
     int StreamId { get; }
 
+    /// <summary>
+    /// True for a stream this endpoint opened (a client's request). Until its HEADERS went out the stream is idle for the
+    /// peer, and RST_STREAM on an idle stream is a connection error (RFC 9113 §6.4): the loop resets it only after HEADERS.
+    /// </summary>
+    bool IsLocallyInitiated { get; }
+
     /// <summary>The writer loop's own per-stream state.</summary>
     Http2SendState Send { get; }
 

@@ -59,6 +59,9 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     /// </summary>
     public int StreamId => Volatile.Read(ref _streamId);
 
+    /// <summary>Server streams are opened by the client.</summary>
+    bool IHttp2OutputSource.IsLocallyInitiated => false;
+
     private int _streamId;
     private readonly int _initialReceiveWindow;
 

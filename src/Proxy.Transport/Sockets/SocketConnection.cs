@@ -28,13 +28,16 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
     {
         _socket = socket;
         _minReceive = options.MinReceiveBufferSize;
+        var readerScheduler = options.InlineScheduling ? PipeScheduler.Inline : PipeScheduler.ThreadPool;
         _input = new Pipe(new PipeOptions(
+            readerScheduler: readerScheduler,
             pauseWriterThreshold: options.MaxReadBufferSize,
             resumeWriterThreshold: options.MaxReadBufferSize / 2,
             minimumSegmentSize: options.MinReceiveBufferSize,
             useSynchronizationContext: false));
         _output = new Pipe(new PipeOptions(
             pool: options.OutputMemoryPool,
+            readerScheduler: readerScheduler,
             pauseWriterThreshold: options.MaxWriteBufferSize,
             resumeWriterThreshold: options.MaxWriteBufferSize / 2,
             useSynchronizationContext: false));

@@ -26,6 +26,14 @@ public sealed class SocketTransportOptions
     /// <summary>Smallest buffer the receive loop asks the pool for.</summary>
     public int MinReceiveBufferSize { get; set; } = 8 * 1024;
 
+    /// <summary>
+    /// Runs the protocol's read continuation on the receive loop's thread, and the send on the thread that flushed,
+    /// instead of waking another thread-pool thread for each (a hop per direction per exchange). Off by default: a
+    /// protocol that does heavy work on a read then holds the receive loop. The relay's backend connections turn it
+    /// on: their read loops only parse frames and hand bytes on.
+    /// </summary>
+    public bool InlineScheduling { get; set; }
+
     // TODO(listener buckets): SO_REUSEPORT buckets (several listen sockets on one endpoint, one
     // accept loop each) plug in at SocketConnectionListener.Bind; not implemented yet.
 }

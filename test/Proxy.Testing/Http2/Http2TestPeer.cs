@@ -122,15 +122,22 @@ public sealed class Http2TestPeer : IAsyncDisposable
         }
     }
 
-    /// <summary>Backend side of the greeting: preface, our SETTINGS, ACK theirs, expect the ACK of ours. Returns the client's SETTINGS.</summary>
+    /// <summary>
+    /// Backend side of the greeting: preface, our SETTINGS, ACK theirs. Returns the client's SETTINGS. The client's ACK
+    /// of ours may come before or after its first streams (it need not wait for it), so from here on the Expect* helpers
+    /// skip SETTINGS ACK frames (<see cref="SkipSettingsAcks"/>).
+    /// </summary>
     public async Task<IReadOnlyList<Http2Setting>> AcceptHandshakeAsync(params Http2Setting[] settings)
     {
         var clientSettings = await ExpectClientPrefaceAsync();
         await SendSettingsAsync(settings);
         await SendSettingsAckAsync();
-        await ExpectSettingsAckAsync();
+        SkipSettingsAcks = true;
         return clientSettings;
     }
+
+    /// <summary>When set, <see cref="ReceiveSkippingWindowUpdatesAsync"/> also skips SETTINGS ACK frames.</summary>
+    public bool SkipSettingsAcks { get; set; }
 
     /// <summary>Backend side: a response head (":status" first), optionally ending the stream.</summary>
     public Task SendResponseHeadersAsync(int streamId, int status, bool endStream, params (string Name, string Value)[] fields)
@@ -362,6 +369,10 @@ public sealed class Http2TestPeer : IAsyncDisposable
         while (true)
         {
             var frame = await ReceiveFrameAsync();
+            if (SkipSettingsAcks && frame.Type == Http2FrameType.Settings && frame.IsAck)
+            {
+                continue;
+            }
             if (frame.Type != Http2FrameType.WindowUpdate)
             {
                 return frame;

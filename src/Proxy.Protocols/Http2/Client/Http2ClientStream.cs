@@ -120,6 +120,8 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
 
     public int StreamId { get; internal set; }
 
+    bool IHttp2OutputSource.IsLocallyInitiated => true;
+
     // ---- Owned by the frame-writer loop ----
 
     public Http2SendState Send { get; } = new();

@@ -149,7 +149,9 @@ public sealed class Http2ClientConnectionProtocolTests
         time.AdvanceBy(TimeSpan.FromSeconds(10));
         var ping = await h.Backend.ExpectPingAsync(ack: false);
         await h.Backend.SendPingAsync(ping.OpaqueData, ack: true);
-        // The ACK is processed before the timeout passes: use a request as the barrier.
+        // Barrier: the read loop takes frames in order, so once it answers this PING it has seen the ACK above.
+        await h.Backend.SendPingAsync(42);
+        Assert.Equal(42ul, (await h.Backend.ExpectPingAsync(ack: true)).OpaqueData);
         var exchange = h.Open();
         await h.Backend.ExpectHeadersAsync(1);
         time.AdvanceBy(TimeSpan.FromSeconds(6));
@@ -347,6 +349,53 @@ public sealed class Http2ClientConnectionProtocolTests
         await h.Backend.ExpectHeadersAsync(1);
         exchange.Abort();
         await h.Backend.ExpectRstStreamAsync(1, Http2ErrorCode.Cancel);
+    }
+
+    [Fact]
+    public async Task AbortBeforeHeadersWentOut_NoRstStreamForTheIdleStream()
+    {
+        await using var h = new Harness();
+        await h.Backend.AcceptHandshakeAsync();
+        // The backend does not read for now: an upload fills the transport, so the writer waits in its flush and the
+        // streams below are opened and aborted before it can write their HEADERS.
+        var upload = h.Open("/upload", hasBody: true);
+        _ = upload.RequestBody.WriteAsync(new byte[200_000]).AsTask();
+        await h.Backend.ExpectHeadersAsync(1);
+        for (var i = 0; i < 5; i++)
+        {
+            h.Open("/gone").Abort();
+        }
+        Assert.True(SpinWait.SpinUntil(() => h.Connection.ActiveStreams == 1, TimeSpan.FromSeconds(10)));
+        var last = h.Open("/last");
+
+        // RFC 9113 §6.4: RST_STREAM on a stream the backend never saw (idle) would be a connection error.
+        var seenHeaders = new HashSet<int> { 1 };
+        while (true)
+        {
+            var frame = await h.Backend.ReceiveSkippingWindowUpdatesAsync();
+            if (frame.Type == Http2FrameType.Headers)
+            {
+                seenHeaders.Add(frame.StreamId);
+                var headers = await h.Backend.DecodeHeaderBlockAsync(frame);
+                if (headers[":path"] == "/last")
+                {
+                    await h.Backend.SendResponseHeadersAsync(frame.StreamId, 200, endStream: true);
+                    break;
+                }
+            }
+            else if (frame.Type == Http2FrameType.RstStream)
+            {
+                Assert.True(seenHeaders.Contains(frame.StreamId), $"RST_STREAM on stream {frame.StreamId}, whose HEADERS never went out.");
+            }
+            else if (frame.Type == Http2FrameType.Data && frame.StreamId == 1)
+            {
+                await h.Backend.SendWindowUpdateAsync(0, frame.Payload.Length); // keep the upload's connection credit flowing
+            }
+        }
+        await last.ReadResponseHeadAsync(CancellationToken.None);
+        Assert.Equal(200, last.StatusCode);
+        Assert.True(h.Connection.IsOpen);
+        upload.Abort();
     }
 
     [Fact]
