@@ -125,6 +125,10 @@ internal sealed class BackendPool : IAsyncDisposable
                 }
                 connecting = _connecting;
             }
+            if (connecting is null && HasFreeSlot())
+            {
+                continue; // a connection with room appeared meanwhile
+            }
             if (connecting is not null)
             {
                 if (++connectAttempts > 3)
@@ -143,6 +147,22 @@ internal sealed class BackendPool : IAsyncDisposable
         }
     }
 
+    /// <summary>
+    /// Under the lock: whether a new connection should open. Not while an open one still has a free stream slot (a
+    /// connect that finished between the caller's scan and the lock added one), nor beyond the configured limits.
+    /// </summary>
+    private bool HasFreeSlot()
+    {
+        foreach (var pooled in _http2)
+        {
+            if (pooled.Connection.HasCapacity)
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
     private bool CanAddConnection()
     {
         var open = 0;
@@ -150,6 +170,10 @@ internal sealed class BackendPool : IAsyncDisposable
         {
             if (pooled.Connection.IsOpen)
             {
+                if (pooled.Connection.HasCapacity)
+                {
+                    return false; // scan again: this one can take the request
+                }
                 open++;
             }
         }

@@ -194,11 +194,11 @@ public sealed partial class Http2Connection
         }
         // RFC 9113 §6.9.1: a sender MUST NOT exceed the connection window; the whole payload, padding included, counts.
         var length = frame.FlowControlledLength;
-        if (length > Volatile.Read(ref _connectionReceiveWindow))
+        if (length > _connectionWindow.Available)
         {
             throw new Http2ConnectionException("DATA exceeded the connection window.", Http2ErrorCode.FlowControlError, "connection_window_exceeded");
         }
-        Interlocked.Add(ref _connectionReceiveWindow, -length);
+        _connectionWindow.Debit(length);
 
         if (!_streams.TryGetValue(header.StreamId, out var stream))
         {

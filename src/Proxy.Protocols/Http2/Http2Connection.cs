@@ -71,13 +71,11 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
     // ---- Shared (atomics, any thread) ----
     private readonly ConcurrentQueue<ReadLoopEvent> _events = new();
     private readonly CancellationTokenSource _abortCts = new();
-    private readonly int _connectionUpdateThreshold;
-    private readonly int _connectionLowWindowStep;
+
     private int _wakePending;
     private int _timerFired;
     private int _queuedControlFrames;
-    private int _connectionReceiveWindow;
-    private int _pendingConnectionCredit;
+    private ReceiveWindow _connectionWindow;
     private volatile bool _writerChannelCompleted;
 
     public Http2Connection(IDuplexPipe transport, Http2Options options, IHttpRequestHandler handler, ConnectionMetadata meta, TimeProvider time)
@@ -97,11 +95,11 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
         _headerCollector = new RequestHeaderCollector(options.MaxHeaderListSize, options.MaxHeaderCount);
         RequestPipeOptions = Http2Stream.CreateRequestPipeOptions(options);
         ResponsePipeOptions = Http2Stream.CreateResponsePipeOptions(options);
-        _connectionReceiveWindow = Math.Max(65_535, options.InitialConnectionWindowSize);
-        _connectionUpdateThreshold = Math.Max(1, _connectionReceiveWindow / 2);
+        var connectionWindow = Math.Max(65_535, options.InitialConnectionWindowSize);
         // One stream can hold at most its own window unread; the rest of the connection window keeps circulating
         // among the others, so returning credit in steps of half that rest always makes progress.
-        _connectionLowWindowStep = Math.Max(1, Math.Min(_connectionUpdateThreshold, _connectionReceiveWindow - options.InitialStreamWindowSize) / 2);
+        _connectionWindow = new ReceiveWindow(connectionWindow,
+            lowStep: Math.Max(1, Math.Min(Math.Max(1, connectionWindow / 2), connectionWindow - options.InitialStreamWindowSize) / 2));
         // Room for the control-frame cap, a scheduling signal per stream and replies; a full channel is never
         // grown: the read loop treats it as abuse, producers wait.
         var capacity = Math.Max(options.WriterQueueCapacity, options.MaxQueuedControlFrames + 4 * options.MaxConcurrentStreams + 64);
@@ -273,20 +271,13 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
         {
             return;
         }
-        var pending = Interlocked.Add(ref _pendingConnectionCredit, bytes);
         // NOTE: normally credit goes back in steps of half the window. When the peer's remaining window is below
         // that step (bytes sit unread in some stream that does not read its body), waiting for a full step
-        // would stall every other stream of the connection: return smaller steps then.
-        if (pending >= _connectionUpdateThreshold
-            || (pending >= _connectionLowWindowStep && Volatile.Read(ref _connectionReceiveWindow) < _connectionUpdateThreshold))
+        // would stall every other stream of the connection: smaller steps then (ReceiveWindow's low step).
+        var increment = _connectionWindow.Return(bytes);
+        if (increment > 0)
         {
-            var increment = Interlocked.Exchange(ref _pendingConnectionCredit, 0);
-            if (increment > 0)
-            {
-                // Raise our view first: the peer may send as soon as it reads the update.
-                Interlocked.Add(ref _connectionReceiveWindow, increment);
-                EnqueueFromProducer(WriterMessage.WindowUpdate(0, increment));
-            }
+            EnqueueFromProducer(WriterMessage.WindowUpdate(0, increment));
         }
     }
 

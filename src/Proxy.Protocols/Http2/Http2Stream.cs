@@ -25,8 +25,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         _streamId = streamId;
         Protocol = "HTTP/2";
         _initialReceiveWindow = initialReceiveWindow;
-        _receiveWindow = initialReceiveWindow;
-        _streamUpdateThreshold = Math.Max(1, initialReceiveWindow / 2);
+        _window = new ReceiveWindow(initialReceiveWindow);
         _requestPipe = new Pipe(connection.RequestPipeOptions);
         _responsePipe = new Pipe(connection.ResponsePipeOptions);
         _requestBodyReader = new RequestBodyReader(this, _requestPipe.Reader);
@@ -97,15 +96,13 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     private int _outputSignaled;      // 1 while a StreamOutput message is queued or about to be
     private int _responseStarted;     // app: set once by StartResponseAsync
     private int _responseCompleted;   // app: set once by CompleteAsync
-    private int _receiveWindow;       // read loop subtracts on DATA; the app side adds when it returns credit
-    private int _pendingStreamCredit; // consumed bytes not yet returned by a stream WINDOW_UPDATE
+    private ReceiveWindow _window;    // read loop debits on DATA; the consumer returns credit
     private long _bufferedBodyBytes;  // in the request pipe, not yet consumed by the app
     private volatile bool _requestBodyAbandoned;
     private volatile bool _outputReleased; // read loop: the peer will never get more of this response
     private volatile bool _remoteEnded;
     private FileOutput? _fileOutput;  // app: set by SendFileAsync; cleared by the writer loop when done, or when the stream ends
     private volatile bool _fileOutputClosed; // set by whichever side ends the stream's output for good
-    private readonly int _streamUpdateThreshold;
 
     public override PipeReader RequestBody => _requestBodyReader;
     public override CancellationToken RequestAborted => _abortedCts.Token;
@@ -134,10 +131,10 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     // ---- Read loop side of the request body ----
 
     /// <summary>Current receive window (read loop reads it before accepting DATA).</summary>
-    internal int ReceiveWindow => Volatile.Read(ref _receiveWindow);
+    internal int ReceiveWindow => _window.Available;
 
     /// <summary>Debits the stream window for a DATA frame (read loop). The caller checked the window first.</summary>
-    internal void DebitReceiveWindow(int flowControlledLength) => Interlocked.Add(ref _receiveWindow, -flowControlledLength);
+    internal void DebitReceiveWindow(int flowControlledLength) => _window.Debit(flowControlledLength);
 
     /// <summary>
     /// Copies DATA into the request pipe (read loop). Returns the bytes the connection can credit back at
@@ -229,16 +226,10 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         {
             return; // no more DATA can come on this stream: no stream credit needed
         }
-        var pending = Interlocked.Add(ref _pendingStreamCredit, (int)bytes);
-        if (pending >= _streamUpdateThreshold)
+        var increment = _window.Return((int)bytes);
+        if (increment > 0)
         {
-            var increment = Interlocked.Exchange(ref _pendingStreamCredit, 0);
-            if (increment > 0)
-            {
-                // Raise the window before telling the peer, so the read loop never sees DATA beyond it.
-                Interlocked.Add(ref _receiveWindow, increment);
-                _connection.EnqueueFromProducer(WriterMessage.WindowUpdate(StreamId, increment));
-            }
+            _connection.EnqueueFromProducer(WriterMessage.WindowUpdate(StreamId, increment));
         }
     }
 
@@ -259,15 +250,10 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     {
         if (bytes > 0 && !_remoteEnded)
         {
-            var pending = Interlocked.Add(ref _pendingStreamCredit, bytes);
-            if (pending >= _streamUpdateThreshold)
+            var increment = _window.Return(bytes);
+            if (increment > 0)
             {
-                var increment = Interlocked.Exchange(ref _pendingStreamCredit, 0);
-                if (increment > 0)
-                {
-                    Interlocked.Add(ref _receiveWindow, increment);
-                    _connection.EnqueueFromProducer(WriterMessage.WindowUpdate(StreamId, increment));
-                }
+                _connection.EnqueueFromProducer(WriterMessage.WindowUpdate(StreamId, increment));
             }
         }
     }
@@ -307,8 +293,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         _outputSignaled = 0;
         _responseStarted = 0;
         _responseCompleted = 0;
-        _receiveWindow = _initialReceiveWindow;
-        _pendingStreamCredit = 0;
+        _window.Reset(_initialReceiveWindow);
         _bufferedBodyBytes = 0;
         _requestBodyAbandoned = false;
         _remoteEnded = false;

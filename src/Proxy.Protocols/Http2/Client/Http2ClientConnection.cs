@@ -56,8 +56,7 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
     private readonly ConcurrentDictionary<int, Http2ClientStream> _streams = new();
     private readonly ConcurrentQueue<ClientEvent> _events = new();
     private readonly CancellationTokenSource _abortCts = new();
-    private readonly int _connectionUpdateThreshold;
-    private readonly int _connectionLowWindowStep;
+
     private int _nextStreamId = 1;          // under _openLock
     private volatile int _highestOpenedId;  // written under _openLock, read by the read loop
     private volatile int _peerMaxConcurrentStreams;
@@ -68,8 +67,7 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
     private int _wakePending;
     private int _timerFired;
     private int _queuedControlFrames;
-    private int _connectionReceiveWindow;
-    private int _pendingConnectionCredit;
+    private ReceiveWindow _connectionWindow;
     private volatile bool _writerChannelCompleted;
 
     public Http2ClientConnection(IDuplexPipe transport, Http2ClientOptions? options = null, TimeProvider? time = null)
@@ -84,9 +82,9 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         _collector = new ResponseHeaderCollector(_options.MaxHeaderListSize, _options.MaxHeaderCount);
         _recentlyReset = new RecentStreamIds(Math.Max(100, 2 * _clientOptions.InitialMaxConcurrentStreams));
         _peerMaxConcurrentStreams = Math.Max(1, _clientOptions.InitialMaxConcurrentStreams);
-        _connectionReceiveWindow = Math.Max(65_535, _options.InitialConnectionWindowSize);
-        _connectionUpdateThreshold = Math.Max(1, _connectionReceiveWindow / 2);
-        _connectionLowWindowStep = Math.Max(1, Math.Min(_connectionUpdateThreshold, _connectionReceiveWindow - _options.InitialStreamWindowSize) / 2);
+        var connectionWindow = Math.Max(65_535, _options.InitialConnectionWindowSize);
+        _connectionWindow = new ReceiveWindow(connectionWindow,
+            lowStep: Math.Max(1, Math.Min(Math.Max(1, connectionWindow / 2), connectionWindow - _options.InitialStreamWindowSize) / 2));
         RequestPipeOptions = Http2Stream.CreateResponsePipeOptions(_options);   // outbound, like a server response
         ResponsePipeOptions = Http2Stream.CreateRequestPipeOptions(_options);   // inbound, like a server request
         var capacity = Math.Max(_options.WriterQueueCapacity, _options.MaxQueuedControlFrames + 4 * Math.Max(100, _clientOptions.InitialMaxConcurrentStreams) + 64);
@@ -289,16 +287,10 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         {
             return;
         }
-        var pending = Interlocked.Add(ref _pendingConnectionCredit, bytes);
-        if (pending >= _connectionUpdateThreshold
-            || (pending >= _connectionLowWindowStep && Volatile.Read(ref _connectionReceiveWindow) < _connectionUpdateThreshold))
+        var increment = _connectionWindow.Return(bytes);
+        if (increment > 0)
         {
-            var increment = Interlocked.Exchange(ref _pendingConnectionCredit, 0);
-            if (increment > 0)
-            {
-                Interlocked.Add(ref _connectionReceiveWindow, increment);
-                EnqueueFromProducer(WriterMessage.WindowUpdate(0, increment));
-            }
+            EnqueueFromProducer(WriterMessage.WindowUpdate(0, increment));
         }
     }
 

@@ -20,7 +20,6 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
     private readonly RequestBodyWriter _requestWriter;
     private readonly ResponseBodyReader _responseReader;
     private readonly TaskCompletionSource _head = new(TaskCreationOptions.RunContinuationsAsynchronously);
-    private readonly int _streamUpdateThreshold;
     private readonly List<KeyValuePair<string, string>> _headers;
 
     public Http2ClientStream(Http2ClientConnection connection, BackendRequest request, int initialReceiveWindow)
@@ -30,8 +29,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
         _responsePipe = new Pipe(connection.ResponsePipeOptions);
         _requestWriter = new RequestBodyWriter(this, _requestPipe.Writer);
         _responseReader = new ResponseBodyReader(this, _responsePipe.Reader);
-        _receiveWindow = initialReceiveWindow;
-        _streamUpdateThreshold = Math.Max(1, initialReceiveWindow / 2);
+        _window = new ReceiveWindow(initialReceiveWindow);
         _headers = BuildHeaderBlock(request);
         HasRequestBody = request.HasBody;
         IsHead = request.Method == "HEAD";
@@ -143,8 +141,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
     // ---- Shared atomics ----
 
     private int _outputSignaled;
-    private int _receiveWindow;
-    private int _pendingStreamCredit;
+    private ReceiveWindow _window;
     private long _bufferedBytes;
     private volatile bool _responseAbandoned;
     private volatile bool _abortRequested;
@@ -218,9 +215,9 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
 
     // ---- Read loop side of the response ----
 
-    internal int ReceiveWindow => Volatile.Read(ref _receiveWindow);
+    internal int ReceiveWindow => _window.Available;
 
-    internal void DebitReceiveWindow(int length) => Interlocked.Add(ref _receiveWindow, -length);
+    internal void DebitReceiveWindow(int length) => _window.Debit(length);
 
     /// <summary>The final response head arrived (read loop). <paramref name="endStream"/>: no body follows.</summary>
     internal void OnResponseHead(int status, List<KeyValuePair<string, string>> fields, bool endStream)
@@ -310,15 +307,10 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
         {
             return;
         }
-        var pending = Interlocked.Add(ref _pendingStreamCredit, (int)bytes);
-        if (pending >= _streamUpdateThreshold)
+        var increment = _window.Return((int)bytes);
+        if (increment > 0)
         {
-            var increment = Interlocked.Exchange(ref _pendingStreamCredit, 0);
-            if (increment > 0)
-            {
-                Interlocked.Add(ref _receiveWindow, increment);
-                _connection.EnqueueFromProducer(WriterMessage.WindowUpdate(StreamId, increment));
-            }
+            _connection.EnqueueFromProducer(WriterMessage.WindowUpdate(StreamId, increment));
         }
     }
 
@@ -337,15 +329,10 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
     {
         if (bytes > 0 && !RemoteEnded)
         {
-            var pending = Interlocked.Add(ref _pendingStreamCredit, bytes);
-            if (pending >= _streamUpdateThreshold)
+            var increment = _window.Return(bytes);
+            if (increment > 0)
             {
-                var increment = Interlocked.Exchange(ref _pendingStreamCredit, 0);
-                if (increment > 0)
-                {
-                    Interlocked.Add(ref _receiveWindow, increment);
-                    _connection.EnqueueFromProducer(WriterMessage.WindowUpdate(StreamId, increment));
-                }
+                _connection.EnqueueFromProducer(WriterMessage.WindowUpdate(StreamId, increment));
             }
         }
     }

@@ -29,6 +29,17 @@ public sealed class Http2ClientConnectionProtocolTests
         public Task Run { get; }
         public Http2TestPeer Backend { get; }
 
+        /// <summary>
+        /// The backend's side of the greeting, then a PING round trip: the client's read loop takes frames in order, so
+        /// once it answers the PING it has applied the backend's SETTINGS (and its preface deadline is off).
+        /// </summary>
+        public async Task AcceptAsync(params Http2Setting[] settings)
+        {
+            await Backend.AcceptHandshakeAsync(settings);
+            await Backend.SendPingAsync(0x5E77);
+            Assert.Equal(0x5E77ul, (await Backend.ExpectPingAsync(ack: true)).OpaqueData);
+        }
+
         public BackendExchange Open(string path = "/", bool hasBody = false) =>
             Connection.TryOpen(new BackendRequest { Method = hasBody ? "POST" : "GET", Authority = "backend", PathAndQuery = path, HasBody = hasBody })
             ?? throw new InvalidOperationException("The connection refused a new stream.");
@@ -69,7 +80,7 @@ public sealed class Http2ClientConnectionProtocolTests
     public async Task Request_HeadersWithPseudoFieldsFirst_OddIdsInOrder()
     {
         await using var h = new Harness();
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         var first = h.Open("/a?x=1");
         var second = h.Open("/b");
         var headers1 = await h.Backend.ExpectHeadersAsync(1);
@@ -90,7 +101,7 @@ public sealed class Http2ClientConnectionProtocolTests
     public async Task GoAway_StreamsAboveLastId_RefusedAndRetryable_BelowComplete()
     {
         await using var h = new Harness();
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         var kept = h.Open("/kept");
         var refused = h.Open("/refused");
         await h.Backend.ExpectHeadersAsync(1);
@@ -112,7 +123,7 @@ public sealed class Http2ClientConnectionProtocolTests
     public async Task RefusedStream_FailsAsRefused()
     {
         await using var h = new Harness();
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         var exchange = h.Open();
         await h.Backend.ExpectHeadersAsync(1);
         await h.Backend.SendRstStreamAsync(1, Http2ErrorCode.RefusedStream);
@@ -126,7 +137,7 @@ public sealed class Http2ClientConnectionProtocolTests
         var time = new FakeTimeProvider();
         var options = new Http2ClientOptions { KeepAlivePingDelay = TimeSpan.FromSeconds(10), KeepAlivePingTimeout = TimeSpan.FromSeconds(5) };
         await using var h = new Harness(options, time);
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         var exchange = h.Open("/slow");
         await h.Backend.ExpectHeadersAsync(1);
         time.AdvanceBy(TimeSpan.FromSeconds(10));
@@ -145,7 +156,7 @@ public sealed class Http2ClientConnectionProtocolTests
         var time = new FakeTimeProvider();
         var options = new Http2ClientOptions { KeepAlivePingDelay = TimeSpan.FromSeconds(10), KeepAlivePingTimeout = TimeSpan.FromSeconds(5) };
         await using var h = new Harness(options, time);
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         time.AdvanceBy(TimeSpan.FromSeconds(10));
         var ping = await h.Backend.ExpectPingAsync(ack: false);
         await h.Backend.SendPingAsync(ping.OpaqueData, ack: true);
@@ -168,7 +179,7 @@ public sealed class Http2ClientConnectionProtocolTests
     public async Task MalformedResponse_StreamResetProtocolError_OtherStreamsCarryOn(string _, string name, string value)
     {
         await using var h = new Harness();
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         var bad = h.Open("/bad");
         var good = h.Open("/good");
         await h.Backend.ExpectHeadersAsync(1);
@@ -189,7 +200,7 @@ public sealed class Http2ClientConnectionProtocolTests
     public async Task MissingStatus_StreamResetProtocolError()
     {
         await using var h = new Harness();
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         var exchange = h.Open();
         await h.Backend.ExpectHeadersAsync(1);
         await h.Backend.SendHeadersAsync(1, [new("content-type", "text/plain")], endStream: true);
@@ -202,7 +213,7 @@ public sealed class Http2ClientConnectionProtocolTests
     public async Task DataBeyondContentLength_StreamResetProtocolError()
     {
         await using var h = new Harness();
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         var exchange = h.Open();
         await h.Backend.ExpectHeadersAsync(1);
         await h.Backend.SendResponseHeadersAsync(1, 200, false, ("content-length", "3"));
@@ -217,7 +228,7 @@ public sealed class Http2ClientConnectionProtocolTests
     public async Task PushPromise_ConnectionErrorProtocolError()
     {
         await using var h = new Harness();
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         var exchange = h.Open();
         await h.Backend.ExpectHeadersAsync(1);
         var payload = new byte[4 + 1];
@@ -250,7 +261,7 @@ public sealed class Http2ClientConnectionProtocolTests
     public async Task ContinuationFlood_ConnectionErrorEnhanceYourCalm()
     {
         await using var h = new Harness();
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         var exchange = h.Open();
         await h.Backend.ExpectHeadersAsync(1);
         var block = Http2TestPeer.EncodeHeadersRaw([new(":status", "200"), new("x-a", "b")]);
@@ -269,7 +280,7 @@ public sealed class Http2ClientConnectionProtocolTests
         var options = new Http2ClientOptions();
         options.Protocol.MaxHeaderListSize = 1024;
         await using var h = new Harness(options);
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         var exchange = h.Open();
         await h.Backend.ExpectHeadersAsync(1);
         await h.Backend.SendResponseHeadersAsync(1, 200, true, ("x-big", new string('a', 1500)));
@@ -284,7 +295,7 @@ public sealed class Http2ClientConnectionProtocolTests
         var options = new Http2ClientOptions();
         options.Protocol.InitialStreamWindowSize = 65_535;
         await using var h = new Harness(options);
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         var exchange = h.Open();
         await h.Backend.ExpectHeadersAsync(1);
         await h.Backend.SendResponseHeadersAsync(1, 200, endStream: false);
@@ -325,7 +336,7 @@ public sealed class Http2ClientConnectionProtocolTests
     public async Task MaxConcurrentStreams_FromBackendSettings_NoStreamBeyond()
     {
         await using var h = new Harness();
-        await h.Backend.AcceptHandshakeAsync(new Http2Setting(Http2SettingsParameter.MaxConcurrentStreams, 2));
+        await h.AcceptAsync(new Http2Setting(Http2SettingsParameter.MaxConcurrentStreams, 2));
         // The ACK of the backend's SETTINGS proves they were applied.
         var a = h.Open("/1");
         var b = h.Open("/2");
@@ -344,7 +355,7 @@ public sealed class Http2ClientConnectionProtocolTests
     public async Task Abort_SendsRstStreamCancel()
     {
         await using var h = new Harness();
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         var exchange = h.Open("/upload", hasBody: true);
         await h.Backend.ExpectHeadersAsync(1);
         exchange.Abort();
@@ -355,7 +366,7 @@ public sealed class Http2ClientConnectionProtocolTests
     public async Task AbortBeforeHeadersWentOut_NoRstStreamForTheIdleStream()
     {
         await using var h = new Harness();
-        await h.Backend.AcceptHandshakeAsync();
+        await h.AcceptAsync();
         // The backend does not read for now: an upload fills the transport, so the writer waits in its flush and the
         // streams below are opened and aborted before it can write their HEADERS.
         var upload = h.Open("/upload", hasBody: true);
