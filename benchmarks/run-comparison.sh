@@ -5,7 +5,8 @@
 #
 #   benchmarks/run-comparison.sh [--quick] [--only T1,T2] [--scenarios S1,S2] [--duration SEC] [--prime SEC] [--no-build]
 #
-# Targets: server-ours server-kestrel (the same app on our server / on Kestrel); proxy-ours proxy-ours-kestrel
+# Targets: server-ours server-kestrel (the same app on our server / on Kestrel); proxy-ours (native relay)
+# proxy-ours-httpclient (the same, clusters on "Transport": "HttpClient") proxy-ours-kestrel
 # proxy-yarp nginx haproxy h2o nghttpx (in front of the Kestrel backend); static-ours static-kestrel static-nginx
 # (10 MB file).
 set -euo pipefail
@@ -41,7 +42,7 @@ if [[ -z "$PRIME" ]]; then PRIME=3; [[ $QUICK == 1 ]] && PRIME=1; fi
 READY_TIMEOUT=30              # seconds a target has to open its ports
 RUN_TIMEOUT=$((DURATION + WARMUP + 30))  # hard cap on one h2load run
 
-ALL_TARGETS="server-ours server-kestrel proxy-ours proxy-ours-kestrel proxy-yarp nginx haproxy h2o nghttpx static-ours static-kestrel static-nginx"
+ALL_TARGETS="server-ours server-kestrel proxy-ours proxy-ours-httpclient proxy-ours-kestrel proxy-yarp nginx haproxy h2o nghttpx static-ours static-kestrel static-nginx"
 # Scenario table: name|client|protocol (h1, h1-tls, h2c, h2)|what|body|connections|streams per connection|extra flags
 #   client h2load: what = the path, body = - or a file key (post1k, grpc), extra = h2load flags
 #   client load (benchmarks/Proxy.Load `run`, gRPC and SSE): what = its --scenario, extra = more of its options
@@ -119,6 +120,7 @@ printf '\0\0\0\0\0' > "$WORK/grpc"
 
 # ---- build --------------------------------------------------------------------------------------------
 APP_DLL="$PEERS/static-app/bin/Release/net10.0/StaticApp.dll"
+YARP_DLL="$PEERS/yarp-app/bin/Release/net10.0/YarpApp.dll"
 LOAD_PROJECT="$ROOT/benchmarks/Proxy.Load"
 LOAD_DLL="$LOAD_PROJECT/bin/Release/net10.0/Proxy.Load.dll"
 HAVE_LOAD=0; [[ -f "$LOAD_PROJECT/Proxy.Load.csproj" ]] && HAVE_LOAD=1
@@ -127,6 +129,8 @@ if [[ $BUILD == 1 ]]; then
   log "building Release (Proxy.Host, static-app)"
   dotnet build -c Release "$ROOT/src/Proxy.Host" -v q -nologo >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
   dotnet build -c Release "$PEERS/static-app" -v q -nologo >>"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
+  # YARP (Yarp.ReverseProxy from the package mirror); a failed restore only skips the proxy-yarp target.
+  dotnet build -c Release "$PEERS/yarp-app" -v q -nologo >>"$WORK/build.log" 2>&1 || echo "yarp-app did not build: proxy-yarp will be skipped" >&2
   if [[ $HAVE_LOAD == 1 ]]; then
     dotnet build -c Release "$LOAD_PROJECT" -v q -nologo >>"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
   fi
@@ -229,7 +233,7 @@ start_target() {
       local server=${t#*-}
       start_group "$t" dotnet "$APP_DLL" --server "$server" --h1 "$H1" --h2c "$H2C" --tls "$TLS" \
         --cert "$WORK/cert.pfx" --static "$WORK/static" ;;
-    proxy-ours|proxy-ours-kestrel)
+    proxy-ours|proxy-ours-httpclient|proxy-ours-kestrel)
       # The same Proxy.Host and proxy.json; proxy-ours-kestrel runs it on Kestrel (Host:Server=kestrel), as YARP runs.
       local listen=(--urls "http://127.0.0.1:$H1;http://127.0.0.1:$H2C;https://127.0.0.1:$TLS")
       if [[ $t == proxy-ours-kestrel ]]; then
@@ -239,11 +243,18 @@ start_target() {
           --Kestrel:Endpoints:h2c:Url="http://127.0.0.1:$H2C" --Kestrel:Endpoints:h2c:Protocols=Http2
           --Kestrel:Endpoints:tls:Url="https://127.0.0.1:$TLS")
       fi
+      if [[ $t == proxy-ours-httpclient ]]; then
+        # Our proxy on our server with the HttpClient transport: the path before the native relay, same run.
+        listen+=(--ReverseProxy:Clusters:http:Transport=HttpClient --ReverseProxy:Clusters:grpc:Transport=HttpClient)
+      fi
       render "$PEERS/proxy.json" "$WORK/proxy.json"
       start_group "$t" dotnet "$HOST_DLL" --config "$WORK/proxy.json" "${listen[@]}" \
         --ProxyServer:DevelopmentCertificateDirectory="$WORK/ourcert" ;;
     proxy-yarp)
-      SKIP_REASON="Yarp.ReverseProxy does not restore from the package mirror (System.IO.Hashing missing)"; return 3 ;;
+      # Yarp.ReverseProxy 2.3.0 on Kestrel with the same proxy.json (benchmarks/peers/yarp-app).
+      [[ -f "$YARP_DLL" ]] || { SKIP_REASON="benchmarks/peers/yarp-app did not build (Yarp.ReverseProxy not restorable?)"; return 3; }
+      render "$PEERS/proxy.json" "$WORK/proxy.json"
+      start_group "$t" dotnet "$YARP_DLL" --config "$WORK/proxy.json" --h1 "$H1" --h2c "$H2C" --tls "$TLS" --cert "$WORK/cert.pfx" ;;
     nginx|static-nginx)
       need nginx || { SKIP_REASON="nginx not installed"; return 3; }
       local conf=nginx.conf; [[ $t == static-nginx ]] && conf=nginx-static.conf
@@ -492,7 +503,7 @@ def bad(r):
 skip_of = {(s["target"], s["scenario"]): s["reason"] for s in skipped}
 roles = [("Server role: the same app on our server vs Kestrel", "server-ours", ["server-ours", "server-kestrel"]),
          ("Proxy role: in front of the same Kestrel backend", "proxy-ours",
-          ["proxy-ours", "proxy-ours-kestrel", "proxy-yarp", "nginx", "haproxy", "h2o", "nghttpx"]),
+          ["proxy-ours", "proxy-ours-httpclient", "proxy-ours-kestrel", "proxy-yarp", "nginx", "haproxy", "h2o", "nghttpx"]),
          ("Static file (10 MB, h2load -c8 -m1)", "static-ours", ["static-ours", "static-kestrel", "static-nginx"])]
 by = {(r["target"], r["scenario"]): r for r in rows}
 out = [f"# Comparison run {datetime.date.today()}", "",
