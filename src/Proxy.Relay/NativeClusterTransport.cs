@@ -53,6 +53,11 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
             IdleTimeout = client?.PooledConnectionIdleTimeout ?? TimeSpan.FromSeconds(60),
             Lifetime = client?.PooledConnectionLifetime ?? Timeout.InfiniteTimeSpan,
             DangerousAcceptAnyServerCertificate = client?.DangerousAcceptAnyServerCertificate == true,
+            Http2 = new Proxy.Protocols.Http2.Client.Http2ClientOptions
+            {
+                KeepAlivePingDelay = client?.KeepAlivePingDelay ?? TimeSpan.FromSeconds(30),
+                KeepAlivePingTimeout = client?.KeepAlivePingTimeout ?? TimeSpan.FromSeconds(20),
+            },
         };
     }
 

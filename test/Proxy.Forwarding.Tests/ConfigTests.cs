@@ -97,6 +97,8 @@ public class ConfigTests
     [InlineData("Clusters:c1:HttpRequest:VersionPolicy", "Any", "ReverseProxy:Clusters:c1:HttpRequest:VersionPolicy: 'Any' is not one of")]
     [InlineData("Clusters:c1:HttpClient:MaxConcurrentRequestsPerDestination", "0", "ReverseProxy:Clusters:c1:HttpClient:MaxConcurrentRequestsPerDestination: must be positive")]
     [InlineData("Clusters:c1:HttpClient:EnableMultipleHttp2Connections", "yes", "ReverseProxy:Clusters:c1:HttpClient:EnableMultipleHttp2Connections: 'yes' is not 'true' or 'false'")]
+    [InlineData("Clusters:c1:HttpClient:KeepAlivePingDelay", "00:00:00.100", "ReverseProxy:Clusters:c1:HttpClient:KeepAlivePingDelay: must be at least 00:00:01")]
+    [InlineData("Clusters:c1:Transport", "Quic", "ReverseProxy:Clusters:c1:Transport: 'Quic' is not one of Native, HttpClient")]
     [InlineData("Clusters:c1:HealthCheck:AvailableDestinationsPolicy", "Any", "ReverseProxy:Clusters:c1:HealthCheck:AvailableDestinationsPolicy: 'Any' is not a known policy (HealthyAndUnknown, HealthyOrPanic)")]
     [InlineData("Clusters:c1:HealthCheck:Active:Policy", "Sometimes", "ReverseProxy:Clusters:c1:HealthCheck:Active:Policy: 'Sometimes' is not a known policy (ConsecutiveFailures)")]
     [InlineData("Clusters:c1:HealthCheck:Passive:Policy", "FailureRate", "ReverseProxy:Clusters:c1:HealthCheck:Passive:Policy: 'FailureRate' is not a known policy (TransportFailureRate, FirstFailure)")]
@@ -109,6 +111,14 @@ public class ConfigTests
         var errors = Validate(Valid().Set(key, value));
 
         Assert.Contains(errors, e => e.StartsWith(expected, StringComparison.Ordinal));
+    }
+
+    [Fact]
+    public void Validate_NativeTransportWithoutTheRelay_ErrorNamesTheKey()
+    {
+        var errors = Validate(Valid().Set("Clusters:c1:Transport", "Native"));
+
+        Assert.Contains(errors, e => e.StartsWith("ReverseProxy:Clusters:c1:Transport: 'Native' needs the native relay", StringComparison.Ordinal));
     }
 
     [Fact]

@@ -79,6 +79,17 @@ internal static class BackendPoolFactory
             ActivityHeadersPropagator = null,
         };
 
+        if (client.KeepAlivePingDelay is { } delay)
+        {
+            handler.KeepAlivePingDelay = delay;
+            handler.KeepAlivePingPolicy = HttpKeepAlivePingPolicy.Always;
+        }
+
+        if (client.KeepAlivePingTimeout is { } timeout)
+        {
+            handler.KeepAlivePingTimeout = timeout;
+        }
+
         if (client.DangerousAcceptAnyServerCertificate == true)
         {
             handler.SslOptions = new SslClientAuthenticationOptions { RemoteCertificateValidationCallback = (_, _, _, _) => true };

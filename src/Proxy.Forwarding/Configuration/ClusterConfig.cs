@@ -73,6 +73,15 @@ public sealed record HttpClientConfig
     public bool? DangerousAcceptAnyServerCertificate { get; init; }
 
     /// <summary>
+    /// HTTP/2 backends: a PING goes out after this long without a frame from the backend (null = 30 s on the native relay,
+    /// off on HttpClient, SocketsHttpHandler's default); <c>-00:00:00.001</c> (infinite) turns it off.
+    /// </summary>
+    public TimeSpan? KeepAlivePingDelay { get; init; }
+
+    /// <summary>HTTP/2 backends: a PING unanswered this long closes the connection and fails its streams (null = 20 s).</summary>
+    public TimeSpan? KeepAlivePingTimeout { get; init; }
+
+    /// <summary>
     /// Our admission gate: at most this many requests in flight per destination (null = unlimited).
     /// </summary>
     public int? MaxConcurrentRequestsPerDestination { get; init; }

@@ -182,6 +182,16 @@ internal static class ConfigValidator
             CheckPositive(client.MaxConcurrentRequestsPerDestination, $"{path}:HttpClient:MaxConcurrentRequestsPerDestination", errors);
             CheckPositive(client.ConnectTimeout, $"{path}:HttpClient:ConnectTimeout", errors);
             CheckPositive(client.QueueTimeout, $"{path}:HttpClient:QueueTimeout", errors);
+            // SocketsHttpHandler's own floor is one second for both: the same values must hold on either transport.
+            if (client.KeepAlivePingTimeout is { } pingTimeout && pingTimeout < TimeSpan.FromSeconds(1) && pingTimeout != Timeout.InfiniteTimeSpan)
+            {
+                errors.Add($"{path}:HttpClient:KeepAlivePingTimeout: must be at least 00:00:01 (or -00:00:00.001 for none).");
+            }
+
+            if (client.KeepAlivePingDelay is { } delay && delay < TimeSpan.FromSeconds(1) && delay != Timeout.InfiniteTimeSpan)
+            {
+                errors.Add($"{path}:HttpClient:KeepAlivePingDelay: must be at least 00:00:01 (or -00:00:00.001 to turn keep-alive pings off).");
+            }
             if (client.MaxQueueLength < 0)
             {
                 errors.Add($"{path}:HttpClient:MaxQueueLength: must not be negative.");

@@ -97,6 +97,8 @@ internal static class ConfigurationReader
                 PooledConnectionIdleTimeout = Time(client, "PooledConnectionIdleTimeout", errors),
                 ConnectTimeout = Time(client, "ConnectTimeout", errors),
                 DangerousAcceptAnyServerCertificate = Bool(client, "DangerousAcceptAnyServerCertificate", errors),
+                KeepAlivePingDelay = Time(client, "KeepAlivePingDelay", errors),
+                KeepAlivePingTimeout = Time(client, "KeepAlivePingTimeout", errors),
                 MaxConcurrentRequestsPerDestination = Int(client, "MaxConcurrentRequestsPerDestination", errors),
                 QueueTimeout = Time(client, "QueueTimeout", errors),
                 MaxQueueLength = Int(client, "MaxQueueLength", errors),

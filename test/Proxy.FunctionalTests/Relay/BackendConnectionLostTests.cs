@@ -11,12 +11,40 @@ namespace Proxy.FunctionalTests.Relay;
 /// says it did not process); the client gets 502, and the next request gets a new backend connection.
 /// </summary>
 /// <remarks>
-/// NOTE: a backend that stops answering keep-alive PINGs is covered on <c>Http2ClientConnection</c> with virtual time
-/// (Http2ClientConnectionProtocolTests.KeepAlivePing_*): the relay's keep-alive delay and timeout are fixed at 30 s / 20 s
-/// (BackendPoolSettings.Http2 is never set from the cluster configuration), too long for a real-socket test.
+/// A backend that stops answering keep-alive PINGs is covered here with short cluster settings
+/// (HttpClient:KeepAlivePingDelay / KeepAlivePingTimeout), and on <c>Http2ClientConnection</c> with virtual time.
 /// </remarks>
 public sealed class BackendConnectionLostTests
 {
+    [Fact]
+    public async Task BackendStopsAnsweringPings_ConnectionClosed_502()
+    {
+        using var listener = new System.Net.Sockets.TcpListener(IPAddress.Loopback, 0);
+        listener.Start();
+        var address = $"http://127.0.0.1:{((IPEndPoint)listener.LocalEndpoint).Port}/";
+        var outcomes = new ForwardingOutcomes();
+        var keys = new ReverseProxyKeys().NativeRoute("silent", "h2", address, h2c: true)
+            .ClusterSet("h2", "HttpClient:KeepAlivePingDelay", "00:00:01")
+            .ClusterSet("h2", "HttpClient:KeepAlivePingTimeout", "00:00:01");
+        await using var proxy = await RelayProxy.StartAsync(keys, outcomes);
+        using var client = RelayProxy.CreateClient(proxy);
+
+        var response = client.GetAsync("/silent/x");
+        using var socket = await listener.AcceptSocketAsync().WaitAsync(RelayProxy.Bound);
+        await using var backend = Proxy.Testing.Http2.Http2TestPeer.Over(socket);
+        await backend.AcceptHandshakeAsync();
+        await backend.ExpectHeadersAsync(1);
+        // From here the backend is alive for TCP but answers nothing: the proxy's PING goes unanswered.
+        var ping = await backend.ExpectFrameAsync(Proxy.Codecs.Http2.Http2FrameType.Ping);
+        Assert.False(ping.IsAck);
+
+        using var answer = await response.WaitAsync(RelayProxy.Bound);
+        Assert.Equal(HttpStatusCode.BadGateway, answer.StatusCode);
+        var (error, exception) = await outcomes.ForAsync("/silent/x");
+        Assert.Equal(ForwarderError.Request, error);
+        Assert.Contains("PING", exception?.Message ?? "");
+    }
+
     [Theory]
     [InlineData(false)]
     [InlineData(true)]
