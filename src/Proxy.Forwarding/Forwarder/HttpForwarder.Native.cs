@@ -45,22 +45,9 @@ internal sealed partial class HttpForwarder
         ForwarderRequestConfig config, HttpTransformer transformer, IForwarderClusterTransport native)
     {
         // Step 1: classify and validate, exactly as the HttpClient path does.
-        var isGrpc = GrpcProtocol.IsGrpc(context.Request.ContentType);
-        var deadline = config.Timeout;
-        if (isGrpc && GrpcProtocol.ParseTimeout(context.Request.Headers["grpc-timeout"]) is { } grpcTimeout
-            && (deadline is null || grpcTimeout < deadline))
+        var (isGrpc, deadline) = Classify(context, config);
+        if (await RejectMalformedAsync(context).ConfigureAwait(false))
         {
-            deadline = grpcTimeout;
-        }
-
-        if (RequestValidator.FindMalformation(context) is { } malformation)
-        {
-            ReportBeforeResponse(context, ForwarderError.RequestMalformed, new InvalidOperationException("Malformed request: " + malformation), isGrpc: false, deadlineExpired: false);
-            if (!context.Response.HasStarted)
-            {
-                await context.Response.WriteAsync("Malformed request: " + malformation + "\n").ConfigureAwait(false);
-            }
-
             return ForwarderError.RequestMalformed;
         }
 

@@ -47,23 +47,9 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         // Step 1: classify the call and set up cancellation. gRPC is known from the request; SSE only
         // once the response headers arrive. NOTE: long-lived streams must not inherit the 100 s
         // activity timeout unless someone asked for it (YARP #1764 kills quiet SSE that way).
-        var isGrpc = GrpcProtocol.IsGrpc(context.Request.ContentType);
-        var deadline = config.Timeout;
-        if (isGrpc && GrpcProtocol.ParseTimeout(context.Request.Headers["grpc-timeout"]) is { } grpcTimeout
-            && (deadline is null || grpcTimeout < deadline))
+        var (isGrpc, deadline) = Classify(context, config);
+        if (await RejectMalformedAsync(context).ConfigureAwait(false))
         {
-            deadline = grpcTimeout;
-        }
-
-        if (RequestValidator.FindMalformation(context) is { } malformation)
-        {
-            // Never forward a malformed request (RFC 9113 §8.1.1): the backend sees nothing.
-            ReportBeforeResponse(context, ForwarderError.RequestMalformed, new InvalidOperationException("Malformed request: " + malformation), isGrpc: false, deadlineExpired: false);
-            if (!context.Response.HasStarted)
-            {
-                await context.Response.WriteAsync("Malformed request: " + malformation + "\n").ConfigureAwait(false);
-            }
-
             return ForwarderError.RequestMalformed;
         }
 
@@ -171,6 +157,37 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         }
 
         return ForwarderError.None;
+    }
+
+    /// <summary>Step 1 of both paths: gRPC or not, and the deadline (the route's, shortened by a gRPC call's <c>grpc-timeout</c>).</summary>
+    private static (bool IsGrpc, TimeSpan? Deadline) Classify(HttpContext context, ForwarderRequestConfig config)
+    {
+        var isGrpc = GrpcProtocol.IsGrpc(context.Request.ContentType);
+        var deadline = config.Timeout;
+        if (isGrpc && GrpcProtocol.ParseTimeout(context.Request.Headers["grpc-timeout"]) is { } grpcTimeout
+            && (deadline is null || grpcTimeout < deadline))
+        {
+            deadline = grpcTimeout;
+        }
+
+        return (isGrpc, deadline);
+    }
+
+    /// <summary>Never forward a malformed request (RFC 9113 §8.1.1): answers 400 with the reason and returns true; the backend sees nothing.</summary>
+    private async ValueTask<bool> RejectMalformedAsync(HttpContext context)
+    {
+        if (RequestValidator.FindMalformation(context) is not { } malformation)
+        {
+            return false;
+        }
+
+        ReportBeforeResponse(context, ForwarderError.RequestMalformed, new InvalidOperationException("Malformed request: " + malformation), isGrpc: false, deadlineExpired: false);
+        if (!context.Response.HasStarted)
+        {
+            await context.Response.WriteAsync("Malformed request: " + malformation + "\n").ConfigureAwait(false);
+        }
+
+        return true;
     }
 
     private static async ValueTask<(StreamCopyResult, Exception?)> CopyResponseBodyAsync(HttpResponseMessage response, HttpContext context,
