@@ -101,6 +101,7 @@ internal sealed class BackendPool : IAsyncDisposable
             return await OpenHttp1Async(request, cancellationToken).ConfigureAwait(false);
         }
         var connectAttempts = 0;
+        var freeSlotRetries = 0;
         while (true)
         {
             foreach (var pooled in _http2)
@@ -112,12 +113,14 @@ internal sealed class BackendPool : IAsyncDisposable
             }
             Task? connecting;
             Task changed;
+            var startedHere = false;
             lock (_lock)
             {
                 ObjectDisposedException.ThrowIf(_disposed, this);
                 changed = _changed.Task;
                 if (_connecting is null && CanAddConnection())
                 {
+                    startedHere = true;
                     // NOTE: started on the pool, not inline: a connect that completed synchronously would clear
                     // _connecting (in its finally, re-entering this lock) before this assignment, leaving a finished
                     // task here for good and no connection ever opened again.
@@ -127,11 +130,18 @@ internal sealed class BackendPool : IAsyncDisposable
             }
             if (connecting is null && HasFreeSlot())
             {
-                continue; // a connection with room appeared meanwhile
+                // A connection with room appeared meanwhile: take it (yielding now and then, never a hot spin).
+                if (++freeSlotRetries % 8 == 0)
+                {
+                    await Task.Yield();
+                }
+                continue;
             }
             if (connecting is not null)
             {
-                if (++connectAttempts > 3)
+                // NOTE: only connects this request started count: under a cold burst most requests wait on connects
+                // other requests started, and that is no reason to fail them.
+                if (startedHere && ++connectAttempts > 3)
                 {
                     throw new BackendException(BackendFailure.Connect, $"Connections to {_host}:{_port} opened but took no stream.");
                 }

@@ -137,16 +137,20 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
 
         public override void CancelPendingFlush() => Target.CancelPendingFlush();
 
+        // NOTE: the target is read before the body is published as complete: a retry that sees it complete replays into
+        // a new exchange's body, and this completion must still go to the old one.
         public override void Complete(Exception? exception = null)
         {
+            var target = Target;
             _completed = exception is null;
-            Target.Complete(exception);
+            target.Complete(exception);
         }
 
         public override ValueTask CompleteAsync(Exception? exception = null)
         {
+            var target = Target;
             _completed = exception is null;
-            return Target.CompleteAsync(exception);
+            return target.CompleteAsync(exception);
         }
 
         public override ValueTask<FlushResult> FlushAsync(CancellationToken cancellationToken = default) => Target.FlushAsync(cancellationToken);

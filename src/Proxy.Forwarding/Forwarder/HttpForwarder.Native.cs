@@ -107,77 +107,87 @@ internal sealed partial class HttpForwarder
             var requestBody = context.Request.BodyReader;
             var requestPump = head.HasBody ? PumpRequestBodyAsync(requestBody, call, cancellation) : null;
 
-            // Step 5: the response head.
             try
             {
-                await call.ReadResponseHeadAsync(cancellation.Token).ConfigureAwait(false);
-            }
-            catch (Exception ex)
-            {
-                var error = ClassifyNativeHeadFailure(ex, cancellation, requestPump);
-                call.Abort();
-                await StopRequestPumpAsync(requestPump, requestBody, call).ConfigureAwait(false);
-                ReportBeforeResponse(context, error, ex, isGrpc, cancellation.DeadlineExpired);
-                transformer.TransformResponseNative(context, null);
-                return error;
-            }
-
-            // Step 6: status and headers to the client.
-            context.Response.StatusCode = call.StatusCode;
-            transformer.TransformResponseNative(context, call);
-            context.Features.Get<IHttpResponseBodyFeature>()?.DisableBuffering();
-            if (config.ActivityTimeout is null && IsEventStream(context.Response.ContentType))
-            {
-                cancellation.SetActivityTimeout(Timeout.InfiniteTimeSpan);
-            }
-
-            // Step 7: headers now, before any body byte (YARP #2520), except for a gRPC trailers-only response (one
-            // HEADERS frame with END_STREAM), a body of known length, or a body whose bytes are already here: then
-            // the headers ride with them and a unary call leaves in one write.
-            var trailersOnly = isGrpc && HasField(call.ResponseHeaders, "grpc-status");
-            bool bodyReady;
-            try
-            {
-                bodyReady = call.ResponseBody.TryRead(out var peek);
-                if (bodyReady)
-                {
-                    call.ResponseBody.AdvanceTo(peek.Buffer.Start);
-                }
-            }
-            catch (Exception)
-            {
-                // The body already failed (the backend sent its head, some bytes, then a reset): the head still goes out
-                // first, as on the HttpClient path, then the pump below meets the failure and resets the client's stream.
-                bodyReady = false;
-            }
-
-            if (!trailersOnly && !bodyReady && context.Response.ContentLength is null)
-            {
+                // Step 5: the response head.
                 try
                 {
-                    await context.Response.StartAsync(cancellation.Token).ConfigureAwait(false);
-                    await context.Response.BodyWriter.FlushAsync(cancellation.Token).ConfigureAwait(false);
+                    await call.ReadResponseHeadAsync(cancellation.Token).ConfigureAwait(false);
                 }
                 catch (Exception ex)
                 {
-                    var error = cancellation.ClientAborted ? ForwarderError.ResponseBodyCanceled : ForwarderError.ResponseBodyClient;
-                    return await FailNativeAfterResponseStartedAsync(context, call, error, ex, requestPump, requestBody).ConfigureAwait(false);
+                    // The pump first: a client body that broke aborts the call, and its InputError must decide the outcome
+                    // (400, the client's fault) rather than the head failure that abort caused (502).
+                    call.Abort();
+                    await StopRequestPumpAsync(requestPump, requestBody, call).ConfigureAwait(false);
+                    var error = ClassifyNativeHeadFailure(ex, cancellation, requestPump);
+                    ReportBeforeResponse(context, error, ex, isGrpc, cancellation.DeadlineExpired);
+                    transformer.TransformResponseNative(context, null);
+                    return error;
                 }
-            }
 
-            // Step 8: the body, pipe to pipe, flushed per read so each SSE event or gRPC message leaves at once.
-            var (result, copyError) = await PumpResponseBodyAsync(call, context.Response.BodyWriter, cancellation).ConfigureAwait(false);
-            if (result != StreamCopyResult.Success)
+                // Step 6: status and headers to the client.
+                context.Response.StatusCode = call.StatusCode;
+                transformer.TransformResponseNative(context, call);
+                context.Features.Get<IHttpResponseBodyFeature>()?.DisableBuffering();
+                if (config.ActivityTimeout is null && IsEventStream(context.Response.ContentType))
+                {
+                    cancellation.SetActivityTimeout(Timeout.InfiniteTimeSpan);
+                }
+
+                // Step 7: headers now, before any body byte (YARP #2520), except for a gRPC trailers-only response (one
+                // HEADERS frame with END_STREAM), a body of known length, or a body whose bytes are already here: then
+                // the headers ride with them and a unary call leaves in one write.
+                var trailersOnly = isGrpc && HasField(call.ResponseHeaders, "grpc-status");
+                bool bodyReady;
+                try
+                {
+                    bodyReady = call.ResponseBody.TryRead(out var peek);
+                    if (bodyReady)
+                    {
+                        call.ResponseBody.AdvanceTo(peek.Buffer.Start);
+                    }
+                }
+                catch (Exception)
+                {
+                    // The body already failed (the backend sent its head, some bytes, then a reset): the head still goes out
+                    // first, as on the HttpClient path, then the pump below meets the failure and resets the client's stream.
+                    bodyReady = false;
+                }
+
+                if (!trailersOnly && !bodyReady && context.Response.ContentLength is null)
+                {
+                    try
+                    {
+                        await context.Response.StartAsync(cancellation.Token).ConfigureAwait(false);
+                        await context.Response.BodyWriter.FlushAsync(cancellation.Token).ConfigureAwait(false);
+                    }
+                    catch (Exception ex)
+                    {
+                        var error = cancellation.ClientAborted ? ForwarderError.ResponseBodyCanceled : ForwarderError.ResponseBodyClient;
+                        return await FailNativeAfterResponseStartedAsync(context, call, error, ex, requestPump, requestBody).ConfigureAwait(false);
+                    }
+                }
+
+                // Step 8: the body, pipe to pipe, flushed per read so each SSE event or gRPC message leaves at once.
+                var (result, copyError) = await PumpResponseBodyAsync(call, context.Response.BodyWriter, cancellation).ConfigureAwait(false);
+                if (result != StreamCopyResult.Success)
+                {
+                    var error = ClassifyNativeBodyFailure(result, cancellation, requestPump);
+                    return await FailNativeAfterResponseStartedAsync(context, call, error, copyError, requestPump, requestBody).ConfigureAwait(false);
+                }
+
+                // Step 9: trailers (gRPC's status).
+                transformer.TransformResponseTrailersNative(context, call);
+
+                // Step 10: the response is complete; a request body still streaming is no longer wanted.
+                await StopRequestPumpAsync(requestPump, requestBody, call).ConfigureAwait(false);
+            }
+            finally
             {
-                var error = ClassifyNativeBodyFailure(result, cancellation, requestPump);
-                return await FailNativeAfterResponseStartedAsync(context, call, error, copyError, requestPump, requestBody).ConfigureAwait(false);
+                // Whatever ended the exchange (an exception in a transform included), the pump never outlives it.
+                await StopRequestPumpAsync(requestPump, requestBody, call).ConfigureAwait(false);
             }
-
-            // Step 9: trailers (gRPC's status).
-            transformer.TransformResponseTrailersNative(context, call);
-
-            // Step 10: the response is complete; a request body still streaming is no longer wanted.
-            await StopRequestPumpAsync(requestPump, requestBody, call).ConfigureAwait(false);
         }
 
         return ForwarderError.None;

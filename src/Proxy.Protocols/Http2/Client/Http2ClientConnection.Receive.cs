@@ -62,7 +62,10 @@ public sealed partial class Http2ClientConnection
                     _closeReason = "Writing to the backend failed: " + e.Error?.Message;
                     break;
                 case ClientEventKind.Shutdown:
-                    _goingAway = true;
+                    lock (_openLock)
+                    {
+                        _goingAway = true;
+                    }
                     StateChanged?.Invoke(this);
                     if (_streams.IsEmpty)
                     {
@@ -456,7 +459,7 @@ public sealed partial class Http2ClientConnection
                     break;
                 case Http2SettingsParameter.MaxConcurrentStreams:
                     // Our own ceiling still applies: a backend allowing 2^31 streams does not make us open them all here.
-                    _peerMaxConcurrentStreams = (int)Math.Min(setting.Value, 10_000);
+                    _peerMaxConcurrentStreams = (int)Math.Min(setting.Value, (uint)Math.Max(1, _clientOptions.MaxStreamsPerConnection));
                     break;
                 default:
                     break;
@@ -491,10 +494,14 @@ public sealed partial class Http2ClientConnection
         var frame = Http2FrameReader.ReadGoAway(header, payload);
         // RFC 9113 §6.8: streams above the last id were not processed and may be retried on another connection; the rest
         // may complete. The last id can only go down in later GOAWAYs.
-        _goingAway = true;
-        if (frame.LastStreamId < _goAwayLastStreamId)
+        // Under the open lock: no stream is opened between this flag and the scan below.
+        lock (_openLock)
         {
-            _goAwayLastStreamId = frame.LastStreamId;
+            _goingAway = true;
+            if (frame.LastStreamId < _goAwayLastStreamId)
+            {
+                _goAwayLastStreamId = frame.LastStreamId;
+            }
         }
         var reason = frame.ErrorCode == Http2ErrorCode.NoError
             ? "The backend is shutting down (GOAWAY) and did not process this stream."

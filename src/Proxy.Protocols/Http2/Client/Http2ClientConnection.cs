@@ -81,13 +81,14 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         _decoder = new HpackDecoder(Math.Max(4096, _options.HeaderTableSize), Math.Max(4096, 2 * _options.MaxHeaderListSize));
         _collector = new ResponseHeaderCollector(_options.MaxHeaderListSize, _options.MaxHeaderCount);
         _recentlyReset = new RecentStreamIds(Math.Max(100, 2 * _clientOptions.InitialMaxConcurrentStreams));
-        _peerMaxConcurrentStreams = Math.Max(1, _clientOptions.InitialMaxConcurrentStreams);
+        _peerMaxConcurrentStreams = Math.Max(1, Math.Min(_clientOptions.InitialMaxConcurrentStreams, _clientOptions.MaxStreamsPerConnection));
         var connectionWindow = Math.Max(65_535, _options.InitialConnectionWindowSize);
         _connectionWindow = new ReceiveWindow(connectionWindow,
             lowStep: Math.Max(1, Math.Min(Math.Max(1, connectionWindow / 2), connectionWindow - _options.InitialStreamWindowSize) / 2));
         RequestPipeOptions = Http2Stream.CreateResponsePipeOptions(_options);   // outbound, like a server response
         ResponsePipeOptions = Http2Stream.CreateRequestPipeOptions(_options);   // inbound, like a server request
-        var capacity = Math.Max(_options.WriterQueueCapacity, _options.MaxQueuedControlFrames + 4 * Math.Max(100, _clientOptions.InitialMaxConcurrentStreams) + 64);
+        // Room for the control-frame cap plus a few messages per stream we may have open (MaxStreamsPerConnection bounds it).
+        var capacity = Math.Max(_options.WriterQueueCapacity, _options.MaxQueuedControlFrames + 4 * Math.Max(1, _clientOptions.MaxStreamsPerConnection) + 64);
         _writerChannel = Channel.CreateBounded<WriterMessage>(new BoundedChannelOptions(capacity)
         {
             SingleReader = true,
@@ -114,7 +115,10 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
     public bool IsOpen => !_closed && !_goingAway;
 
     /// <summary>True when a new stream may open now (open, and below the backend's stream limit).</summary>
-    public bool HasCapacity => IsOpen && ActiveStreams < _peerMaxConcurrentStreams;
+    public bool HasCapacity => IsOpen && ActiveStreams < _peerMaxConcurrentStreams && Volatile.Read(ref _nextStreamId) <= MaxStreamId;
+
+    /// <summary>The last odd stream id we may open (RFC 9113 §5.1.1: ids cannot be reused; a new connection is needed after).</summary>
+    private const int MaxStreamId = int.MaxValue - 2;
 
     /// <summary>Called (any thread) when a stream slot frees up or the connection stops taking streams: the pool's cue.</summary>
     public Action<Http2ClientConnection>? StateChanged { get; set; }
@@ -130,8 +134,15 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         var stream = new Http2ClientStream(this, request, _options.InitialStreamWindowSize);
         lock (_openLock)
         {
-            if (_closed || _goingAway || _activeStreams >= _peerMaxConcurrentStreams || _nextStreamId > int.MaxValue - 2)
+            if (_closed || _goingAway || _activeStreams >= _peerMaxConcurrentStreams)
             {
+                return null;
+            }
+            if (_nextStreamId > MaxStreamId)
+            {
+                // Out of stream ids: no new streams here; the connection closes once its open ones finish.
+                _goingAway = true;
+                Post(new ClientEvent(ClientEventKind.Shutdown, null, 0));
                 return null;
             }
             var id = _nextStreamId;
@@ -373,14 +384,6 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         }
         _writerChannelCompleted = true;
         _writerChannel.Writer.TryComplete();
-        var lastProcessed = _goAwayLastStreamId;
-        foreach (var stream in _streams.Values)
-        {
-            // Streams above the backend's GOAWAY last id were never processed: safe to retry elsewhere (RFC 9113 §6.8).
-            var failure = stream.StreamId > lastProcessed ? BackendFailure.Refused : BackendFailure.ConnectionLost;
-            FinishStream(stream, new BackendException(failure, _closeReason));
-        }
-        _streams.Clear();
         if (_abortCts.IsCancellationRequested || _writerFailed)
         {
             _output.CancelPendingFlush();
@@ -394,6 +397,15 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
             _output.CancelPendingFlush();
             await _writerTask;
         }
+        // The writer is done, so what it sent is settled. Streams above the backend's GOAWAY last id, and streams whose
+        // HEADERS never left, were never processed: safe to retry elsewhere (RFC 9113 §6.8, §8.7).
+        var lastProcessed = _goAwayLastStreamId;
+        foreach (var stream in _streams.Values)
+        {
+            var failure = stream.StreamId > lastProcessed || !stream.Send.HeadersSent ? BackendFailure.Refused : BackendFailure.ConnectionLost;
+            FinishStream(stream, new BackendException(failure, _closeReason));
+        }
+        _streams.Clear();
         await _input.CompleteAsync();
         await _output.CompleteAsync();
     }

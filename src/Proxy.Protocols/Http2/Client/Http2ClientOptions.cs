@@ -16,6 +16,12 @@ public sealed class Http2ClientOptions
     /// <summary>Streams we open before the backend's SETTINGS tell us its limit (RFC 9113 §5.1.2 leaves it unlimited until then; HttpClient assumes 100).</summary>
     public int InitialMaxConcurrentStreams { get; set; } = 100;
 
+    /// <summary>
+    /// Our own ceiling on streams per connection, whatever the backend allows (grpc-go and Envoy advertise no limit): the
+    /// writer's bounded queues are sized from it, and the pool opens another connection beyond it.
+    /// </summary>
+    public int MaxStreamsPerConnection { get; set; } = 100;
+
     /// <summary>A PING goes out after this long without any frame from the backend; <see cref="Timeout.InfiniteTimeSpan"/> disables keep-alive pings.</summary>
     public TimeSpan KeepAlivePingDelay { get; set; } = TimeSpan.FromSeconds(30);
 

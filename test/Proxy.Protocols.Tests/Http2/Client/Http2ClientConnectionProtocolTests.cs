@@ -352,6 +352,15 @@ public sealed class Http2ClientConnectionProtocolTests
     }
 
     [Fact]
+    public async Task MaxConcurrentStreams_BackendAllowsThousands_OurCeilingApplies()
+    {
+        await using var h = new Harness();
+        await h.AcceptAsync(new Http2Setting(Http2SettingsParameter.MaxConcurrentStreams, 1_000_000));
+        // The writer's bounded queues are sized for MaxStreamsPerConnection (100): more streams go to another connection.
+        Assert.Equal(100, h.Connection.MaxConcurrentStreams);
+    }
+
+    [Fact]
     public async Task Abort_SendsRstStreamCancel()
     {
         await using var h = new Harness();
