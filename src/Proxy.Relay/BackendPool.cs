@@ -417,13 +417,15 @@ internal sealed class BackendPool : IAsyncDisposable
     private void Sweep()
     {
         var now = _time.GetTimestamp();
-        if (!_idleHttp1.IsEmpty && _settings.IdleTimeout != Timeout.InfiniteTimeSpan)
+        // A retired pool (its cluster was replaced by a reload) closes connections as soon as they are idle.
+        var idleTimeout = _retired ? TimeSpan.Zero : _settings.IdleTimeout;
+        if (!_idleHttp1.IsEmpty && idleTimeout != Timeout.InfiniteTimeSpan)
         {
             // Take the idle stack apart and keep the ones still fresh (rare: once per sweep period).
             var keep = new List<PooledHttp1>();
             while (_idleHttp1.TryPop(out var idle))
             {
-                if (idle.Connection.IsReusable && _time.GetElapsedTime(idle.IdleSince, now) < _settings.IdleTimeout)
+                if (idle.Connection.IsReusable && _time.GetElapsedTime(idle.IdleSince, now) < idleTimeout && !_retired)
                 {
                     keep.Add(idle);
                 }
@@ -453,12 +455,32 @@ internal sealed class BackendPool : IAsyncDisposable
             {
                 pooled.IdleSince = now;
             }
-            else if (_settings.IdleTimeout != Timeout.InfiniteTimeSpan && _time.GetElapsedTime(pooled.IdleSince, now) >= _settings.IdleTimeout)
+            else if (idleTimeout != Timeout.InfiniteTimeSpan && _time.GetElapsedTime(pooled.IdleSince, now) >= idleTimeout)
             {
                 connection.StartShutdown();
             }
         }
+        if (_retired)
+        {
+            lock (_lock)
+            {
+                if (_http2.Length == 0 && Volatile.Read(ref _http1Count) == 0 && _connecting is null)
+                {
+                    // Nothing left to watch: the timer (which keeps the pool alive) goes; a late request makes a new one.
+                    _sweep?.Dispose();
+                    _sweep = null;
+                }
+            }
+        }
     }
+
+    /// <summary>
+    /// The cluster was replaced (a reload): requests already routed here still get served, but every connection closes as
+    /// soon as it is idle and the pool lets go of its timer once none is left, so replaced clusters do not pile up.
+    /// </summary>
+    public void Retire() => _retired = true;
+
+    private volatile bool _retired;
 
     public async ValueTask DisposeAsync()
     {

@@ -91,11 +91,12 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
         return call;
     }
 
+    /// <summary>The cluster was replaced or removed: its pools retire (idle connections close; late requests still work).</summary>
     public void Dispose()
     {
         foreach (var pool in _pools.Values)
         {
-            _ = pool.DisposeAsync().AsTask();
+            pool.Retire();
         }
     }
 }

@@ -160,6 +160,19 @@ internal sealed class ProxyStateManager : IDisposable
             rebuiltRoutes++;
         }
 
+        // A replaced or removed cluster's native transport retires: requests in flight finish on it, its connections close
+        // once idle (unlike HttpClient's, they would otherwise stay up for good, kept alive by PINGs).
+        if (previous is not null)
+        {
+            foreach (var (id, old) in previous.Clusters)
+            {
+                if (!clusters.TryGetValue(id, out var kept) || !ReferenceEquals(kept, old))
+                {
+                    old.NativeTransport?.Dispose();
+                }
+            }
+        }
+
         Log.ConfigApplied(_logger, routes.Count, clusters.Count, rebuiltRoutes, rebuiltClusters);
         return new ProxySnapshot(routes, clusters, routePrints, clusterPrints);
     }
