@@ -14,7 +14,8 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
 {
     /// <summary>Attempts beyond the first for a refused request.</summary>
     private const int MaxRetries = 2;
-    private readonly ReplayableRequestBody _requestBody = new(request.HasBody);
+    // Only requests with a body need a replay copy: a GET or an SSE request allocates none.
+    private readonly ReplayableRequestBody? _requestBody = request.HasBody ? new() : null;
     private BackendExchange _exchange = null!;
     private bool _reusedHttp1;
     private int _retries;
@@ -22,7 +23,7 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
     public async ValueTask OpenAsync(CancellationToken cancellationToken)
     {
         (_exchange, _reusedHttp1) = await pool.OpenAsync(request, cancellationToken).ConfigureAwait(false);
-        _requestBody.Target = _exchange.RequestBody;
+        _requestBody?.Target = _exchange.RequestBody;
     }
 
     /// <summary>
@@ -34,7 +35,7 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
         || (_reusedHttp1 && error.Failure == BackendFailure.ConnectionLost
             && request.Method is "GET" or "HEAD" or "OPTIONS" or "PUT" or "DELETE" or "TRACE"); // idempotent only (RFC 9110 §9.2.2)
 
-    public override PipeWriter RequestBody => _requestBody;
+    public override PipeWriter RequestBody => _requestBody ?? _exchange.RequestBody;
 
     public override async ValueTask ReadResponseHeadAsync(CancellationToken cancellationToken)
     {
@@ -43,15 +44,18 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
             try
             {
                 await _exchange.ReadResponseHeadAsync(cancellationToken).ConfigureAwait(false);
-                _requestBody.StopRecording();
+                _requestBody?.StopRecording();
                 return;
             }
-            catch (BackendException ex) when (IsRetryable(ex) && _retries < MaxRetries && _requestBody.CanReplay)
+            catch (BackendException ex) when (IsRetryable(ex) && _retries < MaxRetries && _requestBody?.CanReplay != false)
             {
                 _retries++;
                 await _exchange.DisposeAsync().ConfigureAwait(false);
                 (_exchange, _reusedHttp1) = await pool.OpenAsync(request, cancellationToken).ConfigureAwait(false);
-                await _requestBody.ReplayIntoAsync(_exchange.RequestBody, cancellationToken).ConfigureAwait(false);
+                if (_requestBody is not null)
+                {
+                    await _requestBody.ReplayIntoAsync(_exchange.RequestBody, cancellationToken).ConfigureAwait(false);
+                }
             }
         }
     }
@@ -73,7 +77,7 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
     /// <see cref="MaxReplayBytes"/> is kept until the response head arrives, so a refused request can be sent again.
     /// </summary>
     // Owned by the forwarder's request pump (writes) and, once the pump completed, the retry in ReadResponseHeadAsync.
-    private sealed class ReplayableRequestBody(bool hasBody) : PipeWriter
+    private sealed class ReplayableRequestBody : PipeWriter
     {
         private const int MaxReplayBytes = 64 * 1024;
         private byte[]? _replay;
@@ -85,8 +89,8 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
 
         public PipeWriter Target { get; set; } = null!;
 
-        /// <summary>Nothing was lost: no body, or a complete body that fit the replay buffer.</summary>
-        public bool CanReplay => !hasBody || (_completed && !_overflowed);
+        /// <summary>Nothing was lost: the whole body was written and fit the replay buffer.</summary>
+        public bool CanReplay => _completed && !_overflowed;
 
         public void StopRecording()
         {
@@ -97,10 +101,6 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
         public async ValueTask ReplayIntoAsync(PipeWriter target, CancellationToken cancellationToken)
         {
             Target = target;
-            if (!hasBody)
-            {
-                return;
-            }
             if (_replayLength > 0)
             {
                 await target.WriteAsync(_replay.AsMemory(0, _replayLength), cancellationToken).ConfigureAwait(false);

@@ -314,43 +314,10 @@ public sealed partial class Http2Connection
             OnOurSettingsAcknowledged();
             return;
         }
-        int? tableSize = null, initialWindow = null, maxFrameSize = null;
-        for (var i = 0; i < count; i++)
-        {
-            var setting = Http2FrameReader.ReadSetting(payload, i);
-            switch (setting.Parameter)
-            {
-                case Http2SettingsParameter.HeaderTableSize:
-                    tableSize = (int)Math.Min(setting.Value, int.MaxValue);
-                    break;
-                case Http2SettingsParameter.InitialWindowSize:
-                    // RFC 9113 §6.5.2: above 2^31-1 is a FLOW_CONTROL_ERROR connection error.
-                    if (setting.Value > int.MaxValue)
-                    {
-                        throw new Http2ConnectionException("SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1.", Http2ErrorCode.FlowControlError, "initial_window_too_large");
-                    }
-                    initialWindow = (int)setting.Value;
-                    break;
-                case Http2SettingsParameter.MaxFrameSize:
-                    // RFC 9113 §6.5.2: between 2^14 and 2^24-1, else PROTOCOL_ERROR.
-                    if (setting.Value is < 16_384 or > 16_777_215)
-                    {
-                        throw new Http2ConnectionException("SETTINGS_MAX_FRAME_SIZE out of range.", Http2ErrorCode.ProtocolError, "max_frame_size_range");
-                    }
-                    maxFrameSize = (int)setting.Value;
-                    break;
-                case Http2SettingsParameter.EnablePush:
-                    if (setting.Value > 1)
-                    {
-                        throw new Http2ConnectionException("SETTINGS_ENABLE_PUSH not 0 or 1.", Http2ErrorCode.ProtocolError, "enable_push_range");
-                    }
-                    break;
-                default:
-                    break; // MAX_CONCURRENT_STREAMS limits pushes we never make; unknown settings are ignored (§6.5.2)
-            }
-        }
+        // MAX_CONCURRENT_STREAMS limits pushes we never make; ENABLE_PUSH is range-checked only.
+        var values = PeerSettingsReader.Read(payload, count);
         // The writer applies the values to the encoder and outbound windows, then writes the ACK (RFC 9113 §6.5.3).
-        EnqueueControl(WriterMessage.PeerSettings(new PeerSettingsChange(tableSize, initialWindow, maxFrameSize)));
+        EnqueueControl(WriterMessage.PeerSettings(values.ForWriter));
         if (!_peerSettingsReceived)
         {
             _peerSettingsReceived = true;

@@ -426,46 +426,19 @@ public sealed partial class Http2ClientConnection
             }
             return;
         }
-        int? tableSize = null, initialWindow = null, maxFrameSize = null;
-        for (var i = 0; i < count; i++)
+        var values = PeerSettingsReader.Read(payload, count);
+        // RFC 9113 §6.5.2: a server MUST NOT send 1; "a client MUST treat receipt of a SETTINGS frame with
+        // SETTINGS_ENABLE_PUSH set to 1 as a connection error of type PROTOCOL_ERROR".
+        if (values.EnablePush is > 0)
         {
-            var setting = Http2FrameReader.ReadSetting(payload, i);
-            switch (setting.Parameter)
-            {
-                case Http2SettingsParameter.HeaderTableSize:
-                    tableSize = (int)Math.Min(setting.Value, int.MaxValue);
-                    break;
-                case Http2SettingsParameter.InitialWindowSize:
-                    if (setting.Value > int.MaxValue)
-                    {
-                        throw new Http2ConnectionException("SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1.", Http2ErrorCode.FlowControlError, "initial_window_too_large");
-                    }
-                    initialWindow = (int)setting.Value;
-                    break;
-                case Http2SettingsParameter.MaxFrameSize:
-                    if (setting.Value is < 16_384 or > 16_777_215)
-                    {
-                        throw new Http2ConnectionException("SETTINGS_MAX_FRAME_SIZE out of range.", Http2ErrorCode.ProtocolError, "max_frame_size_range");
-                    }
-                    maxFrameSize = (int)setting.Value;
-                    break;
-                case Http2SettingsParameter.EnablePush:
-                    // RFC 9113 §6.5.2: a server MUST NOT send 1; "a client MUST treat receipt of a SETTINGS frame with
-                    // SETTINGS_ENABLE_PUSH set to 1 as a connection error of type PROTOCOL_ERROR".
-                    if (setting.Value != 0)
-                    {
-                        throw new Http2ConnectionException("SETTINGS_ENABLE_PUSH from a server.", Http2ErrorCode.ProtocolError, "enable_push_from_server");
-                    }
-                    break;
-                case Http2SettingsParameter.MaxConcurrentStreams:
-                    // Our own ceiling still applies: a backend allowing 2^31 streams does not make us open them all here.
-                    _peerMaxConcurrentStreams = (int)Math.Min(setting.Value, (uint)Math.Max(1, _clientOptions.MaxStreamsPerConnection));
-                    break;
-                default:
-                    break;
-            }
+            throw new Http2ConnectionException("SETTINGS_ENABLE_PUSH from a server.", Http2ErrorCode.ProtocolError, "enable_push_from_server");
         }
-        EnqueueControl(WriterMessage.PeerSettings(new PeerSettingsChange(tableSize, initialWindow, maxFrameSize)));
+        if (values.MaxConcurrentStreams is { } maxStreams)
+        {
+            // Our own ceiling still applies: a backend allowing 2^31 streams does not make us open them all here.
+            _peerMaxConcurrentStreams = (int)Math.Min(maxStreams, (uint)Math.Max(1, _clientOptions.MaxStreamsPerConnection));
+        }
+        EnqueueControl(WriterMessage.PeerSettings(values.ForWriter));
         if (!_peerSettingsReceived)
         {
             _peerSettingsReceived = true;
