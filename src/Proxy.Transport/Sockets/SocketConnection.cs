@@ -18,6 +18,7 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
     private readonly Pipe _input;
     private readonly Pipe _output;
     private readonly int _minReceive;
+    private readonly bool _waitForData;
     private readonly CancellationTokenSource _closedCts = new();
     private readonly FeatureCollection _features = new();
     private Task _processing = Task.CompletedTask;
@@ -28,6 +29,7 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
     {
         _socket = socket;
         _minReceive = options.MinReceiveBufferSize;
+        _waitForData = options.WaitForDataBeforeAllocatingBuffer;
         var readerScheduler = options.InlineScheduling ? PipeScheduler.Inline : PipeScheduler.ThreadPool;
         _input = new Pipe(new PipeOptions(
             readerScheduler: readerScheduler,
@@ -91,6 +93,11 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
         {
             while (true)
             {
+                if (_waitForData)
+                {
+                    // Completes when data (or FIN) is there; the buffer is taken only then.
+                    await _socket.ReceiveAsync(Memory<byte>.Empty, SocketFlags.None).ConfigureAwait(false);
+                }
                 var memory = writer.GetMemory(_minReceive);
                 var received = await _socket.ReceiveAsync(memory, SocketFlags.None).ConfigureAwait(false);
                 if (received == 0)

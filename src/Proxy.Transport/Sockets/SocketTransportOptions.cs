@@ -27,6 +27,13 @@ public sealed class SocketTransportOptions
     public int MinReceiveBufferSize { get; set; } = 8 * 1024;
 
     /// <summary>
+    /// Waits for data with a zero-byte receive before taking a receive buffer, so an idle connection holds none
+    /// (Kestrel's option of the same name, on by default there too). At 20,000 SSE streams over 2,000 connections the
+    /// pending receives held 8 KiB each otherwise. Costs one extra receive call per read that finds no data waiting.
+    /// </summary>
+    public bool WaitForDataBeforeAllocatingBuffer { get; set; } = true;
+
+    /// <summary>
     /// Runs the protocol's read continuation on the receive loop's thread, and the send on the thread that flushed,
     /// instead of waking another thread-pool thread for each (a hop per direction per exchange). Off by default: a
     /// protocol that does heavy work on a read then holds the receive loop. The relay's backend connections turn it

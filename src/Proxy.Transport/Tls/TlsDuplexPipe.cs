@@ -14,8 +14,11 @@ internal sealed class TlsDuplexPipe : IDuplexPipe, IAsyncDisposable
     public TlsDuplexPipe(SslStream sslStream, TlsServerOptions options)
     {
         _sslStream = sslStream;
-        // 16 KiB matches the largest TLS record: one read decrypts one record without splitting.
-        Input = PipeReader.Create(sslStream, new StreamPipeReaderOptions(bufferSize: 16 * 1024, minimumReadSize: 4 * 1024, leaveOpen: true));
+        // 16 KiB matches the largest TLS record: one read decrypts one record without splitting. Zero-byte reads:
+        // the reader waits for a record before renting its buffer, and SslStream, asked for zero bytes, waits without
+        // its own 16 KiB read buffer, so an idle TLS connection holds neither (32 KiB per connection otherwise).
+        Input = PipeReader.Create(sslStream, new StreamPipeReaderOptions(
+            bufferSize: 16 * 1024, minimumReadSize: 4 * 1024, leaveOpen: true, useZeroByteReads: true));
         _output = new Pipe(new PipeOptions(
             pool: options.OutputMemoryPool,
             pauseWriterThreshold: options.MaxOutputBufferSize,
