@@ -130,6 +130,54 @@ public class BlockMemoryPoolTests
         Assert.InRange(pool.RetainedBlocks, 1, 4);
     }
 
+    [Fact]
+    public void TrimIdle_FreesOnlyBlocksNobodyRentedSinceTheLastTrim()
+    {
+        var pool = new BlockMemoryPool(blockSize: 1024);
+        var burst = Enumerable.Range(0, 10).Select(_ => pool.Rent()).ToList();
+        burst.ForEach(b => b.Dispose());
+        Assert.Equal(10, pool.RetainedBlocks);
+
+        // The first trim only starts the period: the blocks came back during it, so none counts as idle yet.
+        Assert.Equal(0, pool.TrimIdle());
+        Assert.Equal(10, pool.RetainedBlocks);
+
+        // In this period three blocks are in use at once (the top three, last in first out); seven stay put.
+        var used = Enumerable.Range(0, 3).Select(_ => pool.Rent()).ToList();
+        var usedArrays = used.Select(b => GetArray(b.Memory)).ToList();
+        used.ForEach(b => b.Dispose());
+
+        Assert.Equal(7, pool.TrimIdle());
+        Assert.Equal(3, pool.RetainedBlocks);
+
+        // The three kept are the ones in use during the period.
+        var again = Enumerable.Range(0, 3).Select(_ => pool.Rent()).ToList();
+        Assert.Equal(usedArrays.OrderBy(a => a.GetHashCode()), again.Select(b => GetArray(b.Memory)).OrderBy(a => a.GetHashCode()));
+        again.ForEach(b => b.Dispose());
+
+        // A quiet period after that frees the rest.
+        Assert.Equal(0, pool.TrimIdle());
+        Assert.Equal(3, pool.TrimIdle());
+        Assert.Equal(0, pool.RetainedBlocks);
+    }
+
+    [Fact]
+    public void TrimIdle_ThenRent_StillReusesAndStillBounded()
+    {
+        var pool = new BlockMemoryPool(blockSize: 1024, maxRetainedBytes: 4 * 1024);
+        var blocks = Enumerable.Range(0, 6).Select(_ => pool.Rent()).ToList();
+        blocks.ForEach(b => b.Dispose());
+        Assert.Equal(4, pool.RetainedBlocks);
+        pool.TrimIdle();
+        pool.TrimIdle();
+        Assert.Equal(0, pool.RetainedBlocks);
+
+        var block = pool.Rent();
+        var array = GetArray(block.Memory);
+        block.Dispose();
+        Assert.Same(array, GetArray(pool.Rent().Memory));
+    }
+
     private static byte[] GetArray(Memory<byte> memory)
         => MemoryMarshal.TryGetArray<byte>(memory, out var segment) ? segment.Array! : throw new InvalidOperationException("not array-backed");
 }

@@ -18,10 +18,17 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     /// <summary>Bytes kept for reuse by default: the output of about 64 connections at 1 MiB each.</summary>
     public const long DefaultMaxRetainedBytes = 64L * 1024 * 1024;
 
+    /// <summary>How often <see cref="Default"/> frees the blocks no renter asked for since the last time.</summary>
+    public static readonly TimeSpan DefaultIdleTrimPeriod = TimeSpan.FromSeconds(10);
+
     // NOTE: last in, first out. The block returned last is the one most likely still in the CPU cache; a queue
     // handed out the coldest block, and the first touch of each block (its header, then the copy into it) showed
     // in profiles as a few percent of the server's time.
-    private readonly Stack<Block> _free = new();
+    // The free blocks, bottom first. NOTE: an array rather than Stack<T>: the idle trim drops from the bottom.
+    private Block[] _free = new Block[16];
+    private int _freeCount;
+    // The fewest free blocks seen since the last trim: that many at the bottom were not rented in the period.
+    private int _lowWatermark;
     private readonly Lock _lock = new();
     private readonly int _blockSize;
     private readonly int _maxRetainedBlocks;
@@ -35,8 +42,33 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
         _maxRetainedBlocks = (int)Math.Min(int.MaxValue, maxRetainedBytes / blockSize);
     }
 
-    /// <summary>The pool the server's output pipes share unless configured otherwise.</summary>
-    public static BlockMemoryPool Default { get; } = new();
+    /// <summary>
+    /// The pool the server's output pipes share unless configured otherwise. It frees blocks left unused for a
+    /// <see cref="DefaultIdleTrimPeriod"/>: a burst (20,000 streams starting at once) otherwise left 64 MB kept
+    /// for good.
+    /// </summary>
+    public static BlockMemoryPool Default { get; } = CreateWithIdleTrim(DefaultIdleTrimPeriod);
+
+    /// <summary>A pool with the default bounds that runs <see cref="TrimIdle"/> every <paramref name="period"/> for as long as it is referenced.</summary>
+    public static BlockMemoryPool CreateWithIdleTrim(TimeSpan period)
+    {
+        var pool = new BlockMemoryPool();
+        // The timer holds the pool weakly, so an unreferenced pool is collected and its timer then stops itself.
+        var target = new WeakReference<BlockMemoryPool>(pool);
+        Timer? timer = null;
+        timer = new Timer(_ =>
+        {
+            if (target.TryGetTarget(out var p))
+            {
+                p.TrimIdle();
+            }
+            else
+            {
+                timer?.Dispose();
+            }
+        }, null, period, period);
+        return pool;
+    }
 
     /// <summary>Every block has this size; a pipe asks <see cref="ArrayPool{T}.Shared"/> for anything larger.</summary>
     public override int MaxBufferSize => _blockSize;
@@ -48,7 +80,7 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
         {
             lock (_lock)
             {
-                return _free.Count;
+                return _freeCount;
             }
         }
     }
@@ -56,10 +88,15 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     public override IMemoryOwner<byte> Rent(int minBufferSize = -1)
     {
         ArgumentOutOfRangeException.ThrowIfGreaterThan(minBufferSize, _blockSize);
-        Block? block;
+        Block? block = null;
         lock (_lock)
         {
-            _free.TryPop(out block);
+            if (_freeCount > 0)
+            {
+                block = _free[--_freeCount];
+                _free[_freeCount] = null!;
+                _lowWatermark = Math.Min(_lowWatermark, _freeCount);
+            }
         }
         if (block is not null)
         {
@@ -75,11 +112,39 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     {
         lock (_lock)
         {
-            if (_free.Count < _maxRetainedBlocks)
+            if (_freeCount < _maxRetainedBlocks)
             {
-                _free.Push(block);
+                if (_freeCount == _free.Length)
+                {
+                    Array.Resize(ref _free, Math.Min(_free.Length * 2, Math.Max(_maxRetainedBlocks, 16)));
+                }
+                _free[_freeCount++] = block;
             }
             // else over the bound: the GC takes it
+        }
+    }
+
+    /// <summary>
+    /// Frees the kept blocks that no renter took since the previous call (the bottom of the stack: it is last in,
+    /// first out, so those are the ones that stayed put), and starts a new period. Returns how many were freed.
+    /// </summary>
+    public int TrimIdle()
+    {
+        lock (_lock)
+        {
+            var idle = Math.Min(_lowWatermark, _freeCount);
+            if (idle > 0)
+            {
+                Array.Copy(_free, idle, _free, 0, _freeCount - idle);
+                Array.Clear(_free, _freeCount - idle, idle);
+                _freeCount -= idle;
+                if (_free.Length > 64 && _freeCount < _free.Length / 4)
+                {
+                    Array.Resize(ref _free, Math.Max(16, _free.Length / 2));
+                }
+            }
+            _lowWatermark = _freeCount;
+            return idle;
         }
     }
 
