@@ -5,6 +5,7 @@ using Microsoft.Extensions.Logging;
 using Proxy.Forwarding.Configuration;
 using Proxy.Forwarding.Forwarder;
 using Proxy.Protocols.Client;
+using Proxy.Transport.Buffers;
 
 namespace Proxy.Relay;
 
@@ -57,6 +58,8 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
             {
                 KeepAlivePingDelay = client?.KeepAlivePingDelay ?? TimeSpan.FromSeconds(30),
                 KeepAlivePingTimeout = client?.KeepAlivePingTimeout ?? TimeSpan.FromSeconds(20),
+                // The front streams' pool: small unpinned blocks, idle ones freed (see StreamDefault).
+                Protocol = { StreamMemoryPool = BlockMemoryPool.StreamDefault },
             },
         };
     }

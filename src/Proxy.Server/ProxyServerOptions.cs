@@ -14,8 +14,8 @@ public sealed class ProxyServerOptions
 
     public Http1Options Http1 { get; set; } = new();
 
-    /// <summary>HTTP/2 settings; the default instance's response pipes share the output pipes' pool (<see cref="BlockMemoryPool.Default"/>).</summary>
-    public Http2Options Http2 { get; set; } = new() { StreamMemoryPool = BlockMemoryPool.Default };
+    /// <summary>HTTP/2 settings; the default instance's stream pipes use <see cref="BlockMemoryPool.StreamDefault"/>.</summary>
+    public Http2Options Http2 { get; set; } = new() { StreamMemoryPool = BlockMemoryPool.StreamDefault };
 
     public SocketTransportOptions Sockets { get; set; } = new();
 

@@ -253,6 +253,22 @@ internal sealed partial class HttpForwarder
         return false;
     }
 
+    /// <summary>
+    /// Appends one segment of relayed bytes a block at a time: <c>BuffersExtensions.Write</c> asks the pipe for the
+    /// whole remainder (up to 64 KiB here), which a pipe of 4 KiB blocks can only serve from a fresh pooled array.
+    /// </summary>
+    private static void WriteInBlocks(PipeWriter output, ReadOnlySpan<byte> source)
+    {
+        while (!source.IsEmpty)
+        {
+            var destination = output.GetSpan(1);
+            var count = Math.Min(destination.Length, source.Length);
+            source[..count].CopyTo(destination);
+            output.Advance(count);
+            source = source[count..];
+        }
+    }
+
     private static bool IsEventStream(string? contentType) =>
         contentType is not null && contentType.AsSpan().TrimStart().StartsWith("text/event-stream", StringComparison.OrdinalIgnoreCase);
 
@@ -300,7 +316,7 @@ internal sealed partial class HttpForwarder
                 {
                     foreach (var segment in buffer)
                     {
-                        output.Write(segment.Span);
+                        WriteInBlocks(output, segment.Span);
                     }
 
                     activity.ResetActivity();
@@ -386,7 +402,7 @@ internal sealed partial class HttpForwarder
             {
                 foreach (var segment in buffer)
                 {
-                    output.Write(segment.Span);
+                    WriteInBlocks(output, segment.Span);
                 }
             }
             catch (Exception ex)

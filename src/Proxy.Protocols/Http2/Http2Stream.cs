@@ -155,7 +155,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         {
             foreach (var segment in data)
             {
-                _requestPipe.Writer.Write(segment.Span);
+                _requestPipe.Writer.WriteInBlocks(segment.Span);
             }
             // Never pending (the pipe has no pause threshold), so this does not block the read loop.
             var flush = _requestPipe.Writer.FlushAsync();

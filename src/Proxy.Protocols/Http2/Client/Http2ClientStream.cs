@@ -248,7 +248,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
         {
             foreach (var segment in data)
             {
-                _responsePipe.Writer.Write(segment.Span);
+                _responsePipe.Writer.WriteInBlocks(segment.Span);
             }
             // No pause threshold: never pending, never blocks the read loop (the window bounds the pipe).
             var flush = _responsePipe.Writer.FlushAsync();
