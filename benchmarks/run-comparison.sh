@@ -45,7 +45,8 @@ RUN_TIMEOUT=$((DURATION + WARMUP + 30))  # hard cap on one h2load run
 ALL_TARGETS="server-ours server-kestrel proxy-ours proxy-ours-httpclient proxy-ours-kestrel proxy-yarp nginx haproxy h2o nghttpx static-ours static-kestrel static-nginx"
 # Scenario table: name|client|protocol (h1, h1-tls, h2c, h2)|what|body|connections|streams per connection|extra flags
 #   client h2load: what = the path, body = - or a file key (post1k, grpc), extra = h2load flags
-#   client load (benchmarks/Proxy.Load `run`, gRPC and SSE): what = its --scenario, extra = more of its options
+#   client load (benchmarks/Proxy.Load `run`: gRPC with Grpc.Net.Client, and SSE): what = its --scenario, extra = more
+#   of its options. grpcnet-* drive the gRPC BenchmarkService as crank's gRPC client does (a GrpcChannel per connection).
 SCENARIO_TABLE="
 get-100b-h1|h2load|h1|/size/100|-|64|1|
 get-100b-h2c|h2load|h2c|/size/100|-|16|16|
@@ -66,12 +67,13 @@ post-1k-h1|h2load|h1|/echo|post1k|64|1|
 post-1k-h2c|h2load|h2c|/echo|post1k|16|16|
 post-1k-h2c-w16|h2load|h2c|/echo|post1k|16|16|-w16 -W16
 grpc-unary-h2load-16x16-h2c|h2load|h2c|/grpc.testing.BenchmarkService/UnaryCall|grpc|16|16|
-grpc-unary-1x1-h2c|load|h2c|grpc-unary|-|1|1|
-grpc-unary-1x70-h2c|load|h2c|grpc-unary|-|1|70|
-grpc-unary-4x70-h2c|load|h2c|grpc-unary|-|4|70|
-grpc-unary-4x70-h2|load|h2|grpc-unary|-|4|70|
-grpc-streaming-1x70-h2c|load|h2c|grpc-streaming|-|1|70|
-grpc-server-streaming-1x70-h2c|load|h2c|grpc-server-streaming|-|1|70|--payload 1024
+grpcnet-unary-1x1-h2c|load|h2c|grpcnet-unary|-|1|1|
+grpcnet-unary-1x70-h2c|load|h2c|grpcnet-unary|-|1|70|
+grpcnet-unary-1x70-h2|load|h2|grpcnet-unary|-|1|70|
+grpcnet-unary-4x70-h2c|load|h2c|grpcnet-unary|-|4|70|
+grpcnet-unary-4x70-h2|load|h2|grpcnet-unary|-|4|70|
+grpcnet-serverstreaming-1x70-h2c|load|h2c|grpcnet-serverstreaming|-|1|70|--payload 1024
+grpcnet-pingpong-1x70-h2c|load|h2c|grpcnet-pingpong|-|1|70|
 sse-10x50-h2c|load|h2c|sse|-|10|50|--rate 20
 sse-10x50-h2|load|h2|sse|-|10|50|--rate 20
 static-10mb-h1|h2load|h1|/static/big.bin|-|8|1|
@@ -79,7 +81,7 @@ static-10mb-h1-tls|h2load|h1-tls|/static/big.bin|-|8|1|
 static-10mb-h2c|h2load|h2c|/static/big.bin|-|8|1|
 static-10mb-h2|h2load|h2|/static/big.bin|-|8|1|
 "
-QUICK_SCENARIOS="get-1k-h1,get-1k-h2c,get-1k-h2,get-100k-h2c-w16,post-1k-h2c,grpc-unary-h2load-16x16-h2c,grpc-unary-1x70-h2c,sse-10x50-h2c,static-10mb-h1,static-10mb-h2c,static-10mb-h2"
+QUICK_SCENARIOS="get-1k-h1,get-1k-h2c,get-1k-h2,get-100k-h2c-w16,post-1k-h2c,grpc-unary-h2load-16x16-h2c,grpcnet-unary-1x70-h2c,sse-10x50-h2c,static-10mb-h1,static-10mb-h2c,static-10mb-h2"
 
 need() { command -v "$1" >/dev/null 2>&1; }
 log() { printf '\033[1m==>\033[0m %s\n' "$*" >&2; }
@@ -129,8 +131,9 @@ if [[ $BUILD == 1 ]]; then
   log "building Release (Proxy.Host, static-app)"
   dotnet build -c Release "$ROOT/src/Proxy.Host" -v q -nologo >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
   dotnet build -c Release "$PEERS/static-app" -v q -nologo >>"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
-  # YARP (Yarp.ReverseProxy from the package mirror); a failed restore only skips the proxy-yarp target.
-  dotnet build -c Release "$PEERS/yarp-app" -v q -nologo >>"$WORK/build.log" 2>&1 || echo "yarp-app did not build: proxy-yarp will be skipped" >&2
+  # YARP (Yarp.ReverseProxy 2.3.0, served by the package mirror like every other package): a failed build is an error,
+  # never a silently skipped peer.
+  dotnet build -c Release "$PEERS/yarp-app" -v q -nologo >>"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
   if [[ $HAVE_LOAD == 1 ]]; then
     dotnet build -c Release "$LOAD_PROJECT" -v q -nologo >>"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
   fi
@@ -252,7 +255,7 @@ start_target() {
         --ProxyServer:DevelopmentCertificateDirectory="$WORK/ourcert" ;;
     proxy-yarp)
       # Yarp.ReverseProxy 2.3.0 on Kestrel with the same proxy.json (benchmarks/peers/yarp-app).
-      [[ -f "$YARP_DLL" ]] || { SKIP_REASON="benchmarks/peers/yarp-app did not build (Yarp.ReverseProxy not restorable?)"; return 3; }
+      [[ -f "$YARP_DLL" ]] || { SKIP_REASON="benchmarks/peers/yarp-app is not built (run without --no-build once)"; return 3; }
       render "$PEERS/proxy.json" "$WORK/proxy.json"
       start_group "$t" dotnet "$YARP_DLL" --config "$WORK/proxy.json" --h1 "$H1" --h2c "$H2C" --tls "$TLS" --cert "$WORK/cert.pfx" ;;
     nginx|static-nginx)
@@ -285,7 +288,7 @@ applies() { # applies TARGET SCENARIO -> 0 or 1, with SKIP_REASON
     static-*) [[ $t == static-* ]] || return 1 ;;
     *) [[ $t != static-* ]] || return 1 ;;
   esac
-  if [[ $t == h2o && $s == grpc-* ]]; then SKIP_REASON="h2o 2.2 proxies over HTTP/1.1 without trailers: no gRPC"; return 1; fi
+  if [[ $t == h2o && $s == grpc* ]]; then SKIP_REASON="h2o 2.2 proxies over HTTP/1.1 without trailers: no gRPC"; return 1; fi
   if [[ $HAVE_LOAD == 0 && ${3:-} == load ]]; then SKIP_REASON="benchmarks/Proxy.Load (the gRPC/SSE client) is not in this tree"; return 1; fi
   return 0
 }
@@ -486,7 +489,9 @@ if [[ -e "$MD" || -e "$JSON" ]]; then   # two runs started in the same minute: a
   MD="$RESULTS/$STAMP-comparison$SUFFIX.md" JSON="$RESULTS/$STAMP-comparison$SUFFIX.json"
 fi
 MACHINE="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load $(cut -d' ' -f1-3 /proc/loadavg)"
-VERSIONS="$(dotnet --version 2>/dev/null | head -1) (.NET SDK); $(nginx -v 2>&1 | head -1); $(haproxy -v 2>/dev/null | head -1 | cut -d' ' -f1-3); $(h2o -v 2>/dev/null | head -1); $(nghttpx -v 2>/dev/null | head -1); $(h2load --version 2>/dev/null | head -1)"
+# Package versions of the .NET peers and clients, as Directory.Packages.props pins them.
+pkg() { sed -n "s/.*Include=\"$1\" Version=\"\([^\"]*\)\".*/$1 \1/p" "$ROOT/Directory.Packages.props"; }
+VERSIONS="$(dotnet --version 2>/dev/null | head -1) (.NET SDK); $(pkg Yarp.ReverseProxy); $(pkg Grpc.AspNetCore); $(pkg Grpc.Net.Client); $(need nginx && nginx -v 2>&1 | head -1); $(haproxy -v 2>/dev/null | head -1 | cut -d' ' -f1-3); $(h2o -v 2>/dev/null | head -1); $(nghttpx -v 2>/dev/null | head -1); $(h2load --version 2>/dev/null | head -1)"
 python3 - "$RAW" "$SKIPS" "$MD" "$JSON" "$MACHINE" "$VERSIONS" "$DURATION" "$WARMUP" "$KIND" "$SELECTION" "$PRIME" <<'PY'
 import json, sys, datetime
 raw, skips, md, js, machine, versions, dur, warm, kind, selection, prime = sys.argv[1:]
@@ -510,8 +515,8 @@ out = [f"# Comparison run {datetime.date.today()}", "",
        f"Machine: {machine}. Versions: {versions}.", "",
        f"Clients: h2load (HTTP and static scenarios), one thread (`-t1`), `-D {dur} --warm-up-time {warm}`, after a priming "
        f"pass of {prime} s per scenario per target (results discarded; lets .NET tier its code up); "
-       "benchmarks/Proxy.Load `run` (grpc-unary-CxS, grpc-streaming, grpc-server-streaming, sse: Grpc-style closed loops, "
-       "SSE events counted as requests, lost events and reconnects counted as bad). Concurrency per scenario as shown "
+       "benchmarks/Proxy.Load `run` (grpcnet-*: Grpc.Net.Client, one GrpcChannel per connection and closed call loops per "
+       "stream, as crank's gRPC client; sse: events counted as requests, lost events and reconnects counted as bad). Concurrency per scenario as shown "
        "(c = connections, m = streams per connection). RPS is the measured-period rate; latency percentiles come "
        "from h2load's per-request log; CPU is user+system time of every process of the target (not the backend, "
        "not the client) over the run. Ratio = target RPS / our RPS (above 1: the peer is faster).", ""]

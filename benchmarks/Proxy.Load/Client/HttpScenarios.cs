@@ -5,7 +5,7 @@ using System.Net;
 namespace Proxy.Load.Client;
 
 /// <summary>What http-get and http-post share: send, read the body to its end into a pooled buffer, check its length.</summary>
-public abstract class HttpScenario(LoadOptions options) : Scenario(options)
+public abstract class HttpScenario(LoadOptions options) : HttpClientScenario(options)
 {
     protected abstract HttpRequestMessage CreateRequest();
 

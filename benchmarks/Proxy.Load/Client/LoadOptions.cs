@@ -5,7 +5,8 @@ namespace Proxy.Load.Client;
 /// <summary>The options of `run` (see README.md for each one).</summary>
 public sealed record LoadOptions
 {
-    public static readonly string[] Scenarios = ["grpc-unary", "grpc-server-streaming", "grpc-streaming", "http-get", "http-post", "sse"];
+    public static readonly string[] Scenarios =
+        ["grpcnet-unary", "grpcnet-serverstreaming", "grpcnet-pingpong", "http-get", "http-post", "sse"];
 
     public required string Scenario { get; init; }
 
@@ -19,6 +20,18 @@ public sealed record LoadOptions
     public string Http { get; init; } = "2";
 
     public int Payload { get; init; }
+
+    /// <summary>--request-size, or --payload without it.</summary>
+    public int? RequestSize { get; init; }
+
+    /// <summary>--response-size, or --payload without it.</summary>
+    public int? ResponseSize { get; init; }
+
+    /// <summary>gRPC: payload bytes of every request message.</summary>
+    public int GrpcRequestSize => RequestSize ?? Payload;
+
+    /// <summary>gRPC: the response_size asked for (payload bytes of every response message).</summary>
+    public int GrpcResponseSize => ResponseSize ?? Payload;
 
     public int Size { get; init; } = 1024;
 
@@ -40,7 +53,7 @@ public sealed record LoadOptions
 
     public bool IsTls => Url.Scheme == Uri.UriSchemeHttps;
 
-    public bool IsGrpc => Scenario.StartsWith("grpc-", StringComparison.Ordinal);
+    public bool IsGrpc => Scenario.StartsWith("grpcnet-", StringComparison.Ordinal);
 
     /// <summary>gRPC is HTTP/2 whatever --http says.</summary>
     public Version HttpVersion => IsGrpc || Http == "2" ? System.Net.HttpVersion.Version20 : System.Net.HttpVersion.Version11;
@@ -51,14 +64,15 @@ public sealed record LoadOptions
 
     public string Shape => $"{Connections}x{Streams}";
 
-    /// <summary>The size column: payload (gRPC), body size (HTTP), events per second (SSE).</summary>
-    public int SizeColumn => IsGrpc ? Payload : Scenario == "sse" ? Rate : Size;
+    /// <summary>The size column: response payload (gRPC), body size (HTTP), events per second (SSE).</summary>
+    public int SizeColumn => IsGrpc ? GrpcResponseSize : Scenario == "sse" ? Rate : Size;
 
     /// <summary>Parses `run` arguments (after the verb); throws <see cref="UsageException"/> on anything wrong.</summary>
     public static LoadOptions Parse(IReadOnlyList<string> args)
     {
         var values = CommandLine.Parse(args,
-            ["--scenario", "--url", "--connections", "--streams", "--http", "--payload", "--size", "--rate", "--warmup", "--duration",
+            ["--scenario", "--url", "--connections", "--streams", "--http", "--payload", "--request-size", "--response-size", "--size", "--rate",
+             "--warmup", "--duration",
              "--label", "--target-pid", "--json"],
             ["--no-header", "--no-progress"]);
 
@@ -88,6 +102,8 @@ public sealed record LoadOptions
             Connections = Int(values, "--connections", 1, min: 1),
             Streams = Int(values, "--streams", 1, min: 1),
             Payload = Int(values, "--payload", 0, min: 0),
+            RequestSize = values.ContainsKey("--request-size") ? Int(values, "--request-size", 0, min: 0) : null,
+            ResponseSize = values.ContainsKey("--response-size") ? Int(values, "--response-size", 0, min: 0) : null,
             Size = Int(values, "--size", 1024, min: 0),
             Rate = Int(values, "--rate", 10, min: 1),
             WarmupSeconds = Seconds(values, "--warmup", 5),

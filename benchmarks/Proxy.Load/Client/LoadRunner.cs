@@ -16,7 +16,7 @@ public static class LoadRunner
         using var stop = new CancellationTokenSource();
         var state = new RunState(stop.Token);
         var connections = Enumerable.Range(0, options.Connections)
-            .Select(_ => ConnectionFactory.Create(scenario.ConnectionsPerHandler))
+            .Select(_ => scenario.OpenConnection())
             .ToList();
         var stats = new List<WorkerStats>();
         var workers = new List<Task>();
@@ -90,6 +90,7 @@ public static class LoadRunner
                 Connections = options.Connections,
                 Streams = options.Streams,
                 Size = options.SizeColumn,
+                RequestSize = options.IsGrpc ? options.GrpcRequestSize : null,
                 WarmupSeconds = options.WarmupSeconds,
                 DurationSeconds = Math.Round(measured, 3),
                 Requests = requests,

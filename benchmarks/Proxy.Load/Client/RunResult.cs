@@ -18,6 +18,9 @@ public sealed record RunResult
     public required int Connections { get; init; }
     public required int Streams { get; init; }
     public required int Size { get; init; }
+
+    /// <summary>gRPC: request payload bytes (<see cref="Size"/> is the response's); null otherwise.</summary>
+    public int? RequestSize { get; init; }
     public required double WarmupSeconds { get; init; }
     public required double DurationSeconds { get; init; }
     public required long Requests { get; init; }
@@ -46,7 +49,9 @@ public sealed record RunResult
     {
         var c = CultureInfo.InvariantCulture;
         var row = new StringBuilder();
-        row.Append(c, $"| {Label} | {Scenario} | {Protocol} | {Shape} | {Size} | {Rps.ToString("N0", c)} ");
+        // gRPC with different request and response payloads: "request/response".
+        var size = RequestSize is { } request && request != Size ? $"{request}/{Size}" : Size.ToString(c);
+        row.Append(c, $"| {Label} | {Scenario} | {Protocol} | {Shape} | {size} | {Rps.ToString("N0", c)} ");
         row.Append(c, $"| {LatencyMs.Mean:F2} | {LatencyMs.P50:F2} | {LatencyMs.P90:F2} | {LatencyMs.P99:F2} | {LatencyMs.Max:F2} ");
         row.Append(c, $"| {Errors} | {Sse?.Lost ?? 0} | {Sse?.Reconnects ?? 0} ");
         if (Target is { } t)

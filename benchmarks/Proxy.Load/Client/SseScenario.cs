@@ -9,7 +9,7 @@ namespace Proxy.Load.Client;
 /// client's wall clock at read minus the server timestamp in the event (same machine, same clock). Gaps in the
 /// sequence within one connection are lost events; a stream that ends or fails is reopened (a reconnect).
 /// </summary>
-public sealed class SseScenario(LoadOptions options) : Scenario(options)
+public sealed class SseScenario(LoadOptions options) : HttpClientScenario(options)
 {
     private static ReadOnlySpan<byte> EventEnd => "\n\n"u8;
 

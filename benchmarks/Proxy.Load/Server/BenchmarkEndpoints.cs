@@ -1,17 +1,15 @@
 using System.Buffers;
 using System.Collections.Concurrent;
 using System.Globalization;
-using Google.Protobuf;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Routing;
-using Proxy.Demo.Grpc;
-using Proxy.Load.Protos;
+using Microsoft.Extensions.DependencyInjection;
 
 namespace Proxy.Load.Server;
 
 /// <summary>
-/// The backend the scenarios hit: grpc.testing.BenchmarkService on our gRPC framing layer (src/Proxy.Demo/Grpc),
+/// The backend the scenarios hit: grpc.testing.BenchmarkService on Grpc.AspNetCore (<see cref="BenchmarkGrpcService"/>),
 /// GET /size/{bytes}, POST /echo and GET /sse. Responses are cached per size so the backend does as little
 /// work per request as the client.
 /// </summary>
@@ -20,12 +18,11 @@ public sealed class BenchmarkEndpoints : IAsyncDisposable
 {
     public const string ServiceName = "grpc.testing.BenchmarkService";
 
-    /// <summary>Largest response the backend builds (the gRPC receive limit is 4 MiB).</summary>
-    public const int MaxSize = 4 * 1024 * 1024 - 64;
+    /// <summary>Largest response the backend builds.</summary>
+    public const int MaxSize = BenchmarkGrpcService.MaxSize;
 
     private static readonly byte[] s_sseHello = ": ok\n\n"u8.ToArray();
 
-    private readonly ConcurrentDictionary<int, SimpleResponse> _responses = new();
     private readonly ConcurrentDictionary<int, byte[]> _bodies = new();
     private readonly ConcurrentDictionary<int, Lazy<SseBroadcaster>> _broadcasters = new();
     private readonly int _defaultSseRate;
@@ -35,41 +32,20 @@ public sealed class BenchmarkEndpoints : IAsyncDisposable
         _defaultSseRate = defaultSseRate;
     }
 
+    /// <summary>What <see cref="Map"/> needs in the container: Grpc.AspNetCore and the service (one instance).</summary>
+    public static void AddServices(IServiceCollection services)
+    {
+        services.AddGrpc();
+        services.AddSingleton<BenchmarkGrpcService>();
+    }
+
     public void Map(IEndpointRouteBuilder routes)
     {
         routes.MapGet("/", () => $"Proxy.Load backend: {ServiceName}, GET /size/{{bytes}}, POST /echo, GET /sse?rate=N.\n");
-
-        routes.MapGrpcUnary(ServiceName, "UnaryCall", SimpleRequest.Parser,
-            (request, _) => Task.FromResult(ResponseOfSize(request.ResponseSize)));
-
-        routes.MapGrpcServerStreaming(ServiceName, "StreamingFromServer", SimpleRequest.Parser, async (request, call) =>
-        {
-            // Until the client cancels (the write then throws and the call ends without a status).
-            var response = ResponseOfSize(request.ResponseSize);
-            while (true)
-            {
-                await call.WriteMessageAsync(response);
-            }
-        });
-
-        routes.MapGrpcDuplex(ServiceName, "StreamingCall", async call =>
-        {
-            while (await call.ReadMessageAsync(SimpleRequest.Parser) is { } request)
-            {
-                await call.WriteMessageAsync(ResponseOfSize(request.ResponseSize));
-            }
-        });
-
+        routes.MapGrpcService<BenchmarkGrpcService>();
         routes.MapGet("/size/{bytes:int}", (HttpContext context, int bytes) => WriteBodyAsync(context, bytes));
         routes.MapPost("/echo", EchoAsync);
         routes.MapGet("/sse", SseAsync);
-    }
-
-    private SimpleResponse ResponseOfSize(int size)
-    {
-        size = Math.Clamp(size, 0, MaxSize);
-        // Shared across calls: serialising a message only reads it.
-        return _responses.GetOrAdd(size, s => new SimpleResponse { Payload = ByteString.CopyFrom(new byte[s]) });
     }
 
     private Task WriteBodyAsync(HttpContext context, int bytes)

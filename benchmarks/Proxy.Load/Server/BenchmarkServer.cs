@@ -82,6 +82,7 @@ public sealed class BenchmarkServer : IAsyncDisposable
             _ => throw new ArgumentException($"Unknown --server '{options.Server}' (proxy or kestrel)."),
         };
 
+        BenchmarkEndpoints.AddServices(builder.Services);
         var app = builder.Build();
         var endpoints = new BenchmarkEndpoints(options.SseRate);
         endpoints.Map(app);

@@ -2,6 +2,8 @@ using System.Net;
 using System.Text.Json;
 using Proxy.FunctionalTests.Hosting;
 using Proxy.Load;
+using Proxy.Load.Client;
+using Proxy.Load.Protos;
 using Proxy.Load.Server;
 using Proxy.Testing.Http2;
 
@@ -47,6 +49,14 @@ public sealed class LoadBackendFixture : IAsyncLifetime
             using var response = await client.SendAsync(request);
             response.EnsureSuccessStatusCode();
         }
+
+        // And one gRPC call each over h2c and h2: the gRPC stacks of both sides compile on their first call.
+        foreach (var address in new[] { server.H2cAddress!, server.HttpsAddress! })
+        {
+            using var connection = new GrpcNetConnection(address);
+            var reply = await connection.Client.UnaryCallAsync(new SimpleRequest { ResponseSize = 3 });
+            Assert.Equal(3, reply.Payload.Length);
+        }
     }
 
     public async Task DisposeAsync()
@@ -71,15 +81,17 @@ public sealed class LoadHarnessSmokeTests(LoadBackendFixture backend) : IClassFi
 
     public static TheoryData<ServerKind, string, Endpoint, string[]> Runs => new()
     {
-        { ServerKind.ProxyServer, "grpc-unary", Endpoint.H2c, ["--streams", "8", "--payload", "100"] },
-        { ServerKind.ProxyServer, "grpc-unary", Endpoint.Tls, ["--connections", "2", "--streams", "4"] },
-        { ServerKind.ProxyServer, "grpc-server-streaming", Endpoint.H2c, ["--streams", "4", "--payload", "1024"] },
-        { ServerKind.ProxyServer, "grpc-streaming", Endpoint.H2c, ["--streams", "4", "--payload", "100"] },
+        // Grpc.Net.Client against Grpc.AspNetCore, as crank drives it: h2c and h2, C x S, request and response sizes.
+        { ServerKind.ProxyServer, "grpcnet-unary", Endpoint.H2c, ["--streams", "8", "--payload", "100"] },
+        { ServerKind.ProxyServer, "grpcnet-unary", Endpoint.Tls, ["--connections", "2", "--streams", "4", "--request-size", "10", "--response-size", "300"] },
+        { ServerKind.ProxyServer, "grpcnet-serverstreaming", Endpoint.H2c, ["--streams", "4", "--payload", "1024"] },
+        { ServerKind.ProxyServer, "grpcnet-pingpong", Endpoint.H2c, ["--streams", "4", "--payload", "100"] },
         { ServerKind.ProxyServer, "http-get", Endpoint.H2c, ["--streams", "4", "--size", "10240"] },
         { ServerKind.ProxyServer, "http-get", Endpoint.Http1, ["--http", "1.1", "--connections", "2", "--size", "100"] },
         { ServerKind.ProxyServer, "http-post", Endpoint.Tls, ["--streams", "4", "--size", "1024"] },
         { ServerKind.ProxyServer, "sse", Endpoint.H2c, ["--connections", "2", "--streams", "3", "--rate", "50"] },
-        { ServerKind.Kestrel, "grpc-unary", Endpoint.H2c, ["--streams", "8"] },
+        { ServerKind.Kestrel, "grpcnet-unary", Endpoint.H2c, ["--streams", "8"] },
+        { ServerKind.Kestrel, "grpcnet-pingpong", Endpoint.Tls, ["--connections", "2", "--streams", "2", "--payload", "100"] },
         { ServerKind.Kestrel, "sse", Endpoint.Http1, ["--http", "1.1", "--streams", "2", "--rate", "50"] },
     };
 
@@ -116,6 +128,13 @@ public sealed class LoadHarnessSmokeTests(LoadBackendFixture backend) : IClassFi
         Assert.Equal(0, root.GetProperty("errors").GetInt64());
         Assert.True(root.GetProperty("latencyMs").GetProperty("max").GetDouble() > 0);
         Assert.True(root.GetProperty("target").GetProperty("threads").GetInt32() > 0);
+        if (scenario.StartsWith("grpcnet-", StringComparison.Ordinal))
+        {
+            // Every response carried the payload asked for: its bytes (message + 5-octet prefix) per request.
+            var responseSize = root.GetProperty("size").GetInt32();
+            Assert.True(root.GetProperty("bytesRead").GetInt64() >= root.GetProperty("requests").GetInt64() * (responseSize + 5));
+        }
+
         if (scenario == "sse")
         {
             var sse = root.GetProperty("sse");
