@@ -5,13 +5,13 @@ using Google.Protobuf;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Routing;
-using Proxy.Demo.Grpc;
+using Proxy.Load.Server.HandMadeGrpc;
 using Proxy.Load.Protos;
 
 namespace Proxy.Load.Server;
 
 /// <summary>
-/// The backend the scenarios hit: grpc.testing.BenchmarkService on our gRPC framing layer (src/Proxy.Demo/Grpc),
+/// The backend the scenarios hit: grpc.testing.BenchmarkService on the hand-made gRPC framing layer in Server/HandMadeGrpc (moved from src/Proxy.Demo),
 /// GET /size/{bytes}, POST /echo and GET /sse. Responses are cached per size so the backend does as little
 /// work per request as the client.
 /// </summary>

@@ -1,7 +1,7 @@
 using System.Globalization;
 using System.Text;
 
-namespace Proxy.Demo.Grpc;
+namespace Proxy.Load.Server.HandMadeGrpc;
 
 /// <summary>
 /// Wire details of gRPC over HTTP/2 (grpc/grpc doc/PROTOCOL-HTTP2.md): header names, grpc-timeout and

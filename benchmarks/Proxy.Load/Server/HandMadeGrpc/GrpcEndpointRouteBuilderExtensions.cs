@@ -3,11 +3,13 @@ using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Routing;
 
-namespace Proxy.Demo.Grpc;
+namespace Proxy.Load.Server.HandMadeGrpc;
 
 /// <summary>
-/// Maps gRPC methods as plain ASP.NET Core endpoints at POST /{service}/{method}: our own small stand-in for
-/// Grpc.AspNetCore (which cannot be restored here). It runs on any server that supports HTTP/2 trailers.
+/// Maps gRPC methods as plain ASP.NET Core endpoints at POST /{service}/{method}: the load harness's hand-made
+/// gRPC layer, moved here from src/Proxy.Demo when the demo moved to Grpc.AspNetCore; it stays only until the
+/// harness's own gRPC scenarios move to Grpc.AspNetCore too (issue 10). It runs on any server that supports
+/// HTTP/2 trailers.
 /// </summary>
 public static class GrpcEndpointRouteBuilderExtensions
 {

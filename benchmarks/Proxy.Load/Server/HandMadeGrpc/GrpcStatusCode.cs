@@ -1,4 +1,4 @@
-namespace Proxy.Demo.Grpc;
+namespace Proxy.Load.Server.HandMadeGrpc;
 
 /// <summary>gRPC status codes (grpc/grpc doc/statuscodes.md), carried in the grpc-status trailer.</summary>
 public enum GrpcStatusCode

@@ -3,7 +3,7 @@ using System.Buffers.Binary;
 using System.IO.Pipelines;
 using Google.Protobuf;
 
-namespace Proxy.Demo.Grpc;
+namespace Proxy.Load.Server.HandMadeGrpc;
 
 /// <summary>Reads and writes Length-Prefixed-Messages over a request or response body pipe.</summary>
 public static class GrpcMessageFraming

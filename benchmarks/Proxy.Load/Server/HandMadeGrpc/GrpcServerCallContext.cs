@@ -1,7 +1,7 @@
 using Google.Protobuf;
 using Microsoft.AspNetCore.Http;
 
-namespace Proxy.Demo.Grpc;
+namespace Proxy.Load.Server.HandMadeGrpc;
 
 /// <summary>
 /// One gRPC call on the server: its deadline, its cancellation, its request metadata and the streams of
