@@ -642,6 +642,9 @@ internal sealed class FrameWriterLoop
             WriteHeaderBlock(stream.StreamId, headers, endStream: false);
             stream.Send.HeadersSent = true;
         }
+        // A stream the loop never serviced (reset right after its first flush) has no send window yet: without this its
+        // bytes met a window of 0 and were dropped.
+        EnsureWindow(stream);
         var reader = stream.OutputReader;
         if (!reader.TryRead(out var result))
         {
