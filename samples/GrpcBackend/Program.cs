@@ -2,15 +2,12 @@
 // BidiHeadersFirst, Wait, Fail) standing alone on Proxy.Server: `dotnet run --project samples/GrpcBackend`.
 // Listens on http://127.0.0.1:5102: h2c (HTTP/2 prior knowledge), which is what gRPC clients use without TLS.
 //
-// NOTE: this is not Grpc.AspNetCore. That package (and Grpc.Net.Client) cannot be restored from this
-// repository's package mirror (Grpc.Core.Api and Grpc.Net.Common are missing), so the service runs on a
-// small gRPC layer of our own in src/Proxy.Demo/Grpc (length-prefixed messages, grpc-status trailers,
-// grpc-timeout deadlines, trailers-only errors) mapped as ordinary ASP.NET Core endpoints. The wire format
-// is standard gRPC: grpc-js, grpcurl (with -proto echo.proto) or Grpc.Net.Client can call it. Where
-// Grpc.AspNetCore is available, `builder.Services.AddGrpc(); app.MapGrpcService<T>();` runs on Proxy.Server
-// the same way.
+// The service is plain Grpc.AspNetCore (src/Proxy.Demo/Grpc/EchoService.cs derives from the generated
+// Echo.EchoBase): `builder.Services.AddGrpc(); app.MapGrpcService<T>();` as on Kestrel. Only the server
+// differs: `builder.WebHost.UseProxyServer()`. Any gRPC client can call it: Grpc.Net.Client, grpc-js,
+// grpcurl (with -proto echo.proto).
 //
-// Try it (a hand-made frame: EchoRequest { message = "hello" }):
+// Try it without a gRPC client (a hand-made frame: EchoRequest { message = "hello" }):
 //   printf '\0\0\0\0\7\n\5hello' | curl -s --http2-prior-knowledge -H 'content-type: application/grpc' \
 //     -H 'te: trailers' --data-binary @- -i --output - http://127.0.0.1:5102/proxy.interop.Echo/Unary
 using Proxy.Demo.Grpc;
@@ -23,8 +20,11 @@ if (string.IsNullOrEmpty(builder.Configuration["urls"]))
 
 builder.WebHost.UseProxyServer();
 builder.Logging.AddFilter("Microsoft.AspNetCore", LogLevel.Warning); // no per-request log lines
+builder.Logging.AddFilter("Grpc", LogLevel.Warning);
+builder.Services.AddGrpc();
+builder.Services.AddSingleton<EchoService>();
 
 var app = builder.Build();
-new EchoService().Map(app);
+app.MapGrpcService<EchoService>();
 app.MapGet("/", () => $"gRPC echo service {EchoService.ServiceName} (h2c). See src/Proxy.Demo/Grpc/echo.proto.\n");
 app.Run();

@@ -8,7 +8,7 @@ namespace Proxy.Host;
 
 /// <summary>
 /// The demo backends the bundled config routes to, each a separate WebApplication on our server in this
-/// process: an SSE service (GET /events, GET /) and the gRPC echo service of echo.proto (h2c).
+/// process: an SSE service (GET /events, GET /) and the gRPC echo service of echo.proto on Grpc.AspNetCore (h2c).
 /// </summary>
 // Owned by ProxyHostApp: started before the proxy is built, stopped after it.
 public sealed class DemoBackends : IAsyncDisposable
@@ -41,12 +41,12 @@ public sealed class DemoBackends : IAsyncDisposable
         try
         {
             var sse = new SseOptions { Interval = options.SseInterval };
-            demo.SseAddress = await demo.StartAppAsync(options.SseUrl, app =>
+            demo.SseAddress = await demo.StartAppAsync(options.SseUrl, services: null, app =>
             {
                 app.MapGet("/", () => "Proxy demo backend. Try /events (server-sent events) or the gRPC echo service proxy.interop.Echo.\n");
                 app.MapServerSentEvents("/events", sse);
             }, cancellationToken);
-            demo.GrpcAddress = await demo.StartAppAsync(options.GrpcUrl, app => new EchoService().Map(app), cancellationToken);
+            demo.GrpcAddress = await demo.StartAppAsync(options.GrpcUrl, services => services.AddEchoService(), app => app.MapEchoService(), cancellationToken);
             return demo;
         }
         catch
@@ -71,7 +71,7 @@ public sealed class DemoBackends : IAsyncDisposable
         }
     }
 
-    private async Task<Uri> StartAppAsync(string url, Action<WebApplication> map, CancellationToken cancellationToken)
+    private async Task<Uri> StartAppAsync(string url, Action<IServiceCollection>? services, Action<WebApplication> map, CancellationToken cancellationToken)
     {
         // Args = []: the backends take nothing from the proxy's command line; only warnings reach the console.
         var builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = [] });
@@ -80,6 +80,7 @@ public sealed class DemoBackends : IAsyncDisposable
             .AddFilter("Microsoft.Extensions.Hosting", LogLevel.None); // a failed start is reported once, by ProxyHostApp
         builder.WebHost.UseUrls(url);
         builder.WebHost.UseProxyServer();
+        services?.Invoke(builder.Services);
         var app = builder.Build();
         map(app);
         _apps.Add(app);

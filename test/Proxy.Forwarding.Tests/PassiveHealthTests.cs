@@ -1,3 +1,4 @@
+using Microsoft.Extensions.Time.Testing;
 using Microsoft.Extensions.Logging.Abstractions;
 using Microsoft.Extensions.Options;
 using Proxy.Forwarding.BackendPools;
@@ -12,7 +13,7 @@ namespace Proxy.Forwarding.Tests;
 /// <summary>The passive policies' arithmetic, on virtual time: no sockets, no sleeps.</summary>
 public class PassiveHealthTests
 {
-    private readonly ManualTimeProvider _time = new();
+    private readonly FakeTimeProvider _time = new();
 
     private (ClusterState Cluster, DestinationState Destination, PassiveHealthChecker Checker) Setup(
         string? policy = null, TimeSpan? reactivation = null, string? rateLimit = null, bool enabled = true)

@@ -5,7 +5,7 @@
 //   POST /echo                     -> the request body, echoed
 //   POST /grpc.testing.BenchmarkService/UnaryCall -> one empty SimpleResponse + grpc-status 0 (a stand-in for
 //                                     benchmarks/Proxy.Load's service when that is absent; ignores response_size)
-//   POST /proxy.interop.Echo/Unary -> gRPC echo (src/Proxy.Demo's hand-rolled gRPC layer; Grpc.AspNetCore is not restorable)
+//   POST /proxy.interop.Echo/Unary -> gRPC echo (src/Proxy.Demo's EchoService on Grpc.AspNetCore)
 //   GET  /sse?n=&ms=               -> server-sent events: n events (default unbounded), one every ms milliseconds
 //   GET  /static/*                 -> UseStaticFiles over --static DIR (the 10 MB file scenario)
 //   GET  /gcstats                  -> "gen0 gen1 gen2 allocated-bytes" of this process (read before and after a run)
@@ -83,6 +83,7 @@ else
     return 2;
 }
 
+builder.Services.AddEchoService();
 var app = builder.Build();
 if (options.StaticDir is not null)
 {
@@ -161,7 +162,7 @@ app.MapGet("/gcstats", () => Results.Text(
 var allocations = new AllocationSampler();
 app.MapGet("/allocs", (int? top) => Results.Text(allocations.TakeReport(top ?? 25)));
 
-new EchoService().Map(app);
+app.MapEchoService();
 await app.RunAsync();
 return 0;
 

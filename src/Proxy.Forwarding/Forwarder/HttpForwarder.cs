@@ -71,6 +71,13 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
             requestContent = new StreamingRequestContent(context.Request.Body, flushEveryWrite: isGrpc, cancellation, requestBodyCancellation.Token);
             proxyRequest.Content = requestContent;
         }
+        else if (isGrpc)
+        {
+            // NOTE: HttpClient carries Content-Type on the content only, and a gRPC call needs it even when its request
+            // stream is empty (Kestrel reports such a stream as bodiless when END_STREAM came before the app looked):
+            // without this the backend answers "Content-Type is missing from the request".
+            proxyRequest.Content = new ByteArrayContent([]);
+        }
 
         // Step 3: transforms set the URI and copy the headers (minus hop-by-hop ones).
         await transformer.TransformRequestAsync(context, proxyRequest, destinationPrefix, cancellation.Token).ConfigureAwait(false);

@@ -623,9 +623,9 @@ internal sealed class FrameWriterLoop
 
     /// <summary>
     /// The app aborted a stream: what it already flushed (HEADERS, DATA within the windows) goes out before the
-    /// RST_STREAM, never with END_STREAM. NOTE: without this, a proxy relaying "message, then backend failure"
-    /// lost the message (and even the response headers) whenever the abort overtook the writer loop; Kestrel
-    /// keeps that order too.
+    /// RST_STREAM, with END_STREAM only when the app completed the response before it reset the stream. NOTE: without
+    /// this, a proxy relaying "message, then backend failure" lost the message (and even the response headers)
+    /// whenever the abort overtook the writer loop; Kestrel keeps that order too.
     /// </summary>
     private void WriteFlushedOutputBeforeReset(IHttp2OutputSource stream)
     {
@@ -642,6 +642,9 @@ internal sealed class FrameWriterLoop
             WriteHeaderBlock(stream.StreamId, headers, endStream: false);
             stream.Send.HeadersSent = true;
         }
+        // A stream the loop never serviced (reset right after its first flush) has no send window yet: without this its
+        // bytes met a window of 0 and were dropped.
+        EnsureWindow(stream);
         var reader = stream.OutputReader;
         if (!reader.TryRead(out var result))
         {
@@ -663,6 +666,21 @@ internal sealed class FrameWriterLoop
             buffer = buffer.Slice(chunk.End);
         }
         reader.AdvanceTo(buffer.Start);
+        // A response the app completed (CompleteAsync: trailers published, pipe completed) before it reset the stream
+        // goes out whole, END_STREAM included, then the RST_STREAM, as on Kestrel. Grpc.AspNetCore relies on it at a
+        // deadline: CompleteAsync with grpc-status DEADLINE_EXCEEDED, then Reset(); without it the client lost the
+        // status and saw only the reset.
+        if (buffer.IsEmpty && result.IsCompleted)
+        {
+            if (stream.SubmittedTrailers is { } trailers)
+            {
+                WriteHeaderBlock(stream.StreamId, trailers, endStream: true);
+            }
+            else
+            {
+                Http2FrameWriter.WriteData(_output, stream.StreamId, ReadOnlySpan<byte>.Empty, endStream: true);
+            }
+        }
     }
 
     /// <summary>The stream will write nothing more: drop its queued output and tell the read loop.</summary>

@@ -1,8 +1,10 @@
 using System.Text.Json;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Http;
+using Microsoft.Extensions.DependencyInjection;
 using Proxy.Demo.Grpc;
 using Proxy.Demo.Grpc.Echo;
+using EchoClient = Proxy.Demo.Grpc.Echo.Echo.EchoClient;
 using Proxy.FunctionalTests.Grpc;
 using Proxy.FunctionalTests.Hosting;
 
@@ -21,6 +23,8 @@ public sealed class GrpcProxyFixture : ProxyFixture
 
     public EchoService Echo { get; } = new();
 
+    protected override void ConfigureBackendServices(IServiceCollection services) => services.AddEchoService(Echo);
+
     protected override void MapBackend(WebApplication app)
     {
         app.Use(async (context, next) =>
@@ -35,30 +39,21 @@ public sealed class GrpcProxyFixture : ProxyFixture
             // The request is read first: a reset racing the proxy's request body would be reported before the
             // response headers (UNAVAILABLE), which is another test.
             await context.Request.Body.CopyToAsync(Stream.Null);
-            context.Response.ContentType = GrpcProtocol.ContentType;
-            await context.Response.Body.WriteAsync(GrpcMessageFraming.Frame(new EchoReply { Message = "before abort" }));
+            context.Response.ContentType = RawGrpcFrames.ContentType;
+            await context.Response.Body.WriteAsync(RawGrpcFrames.Frame(new EchoReply { Message = "before abort" }));
             await context.Response.Body.FlushAsync();
             context.Abort();
         });
-        Echo.Map(app);
+        app.MapEchoService();
     }
 
     protected override async Task WarmUpAsync(TestHost proxy)
     {
-        using var client = TestClients.Create(proxy, HttpTransport.Http2Tls);
-        using var request = new HttpRequestMessage(HttpMethod.Post, $"/{EchoService.ServiceName}/Unary")
+        using var channel = GrpcChannels.Create(proxy, HttpTransport.Http2Tls);
+        var reply = await new EchoClient(channel).UnaryAsync(new EchoRequest { Message = "warm-up" });
+        if (reply.Message != "echo: warm-up")
         {
-            Version = System.Net.HttpVersion.Version20,
-            VersionPolicy = HttpVersionPolicy.RequestVersionExact,
-            Content = new ByteArrayContent(GrpcMessageFraming.Frame(new EchoRequest { Message = "warm-up" })),
-        };
-        request.Content.Headers.ContentType = new System.Net.Http.Headers.MediaTypeHeaderValue(GrpcProtocol.ContentType);
-        request.Headers.TryAddWithoutValidation("te", "trailers");
-        using var response = await client.SendAsync(request);
-        await response.Content.ReadAsByteArrayAsync();
-        if (!response.TrailingHeaders.TryGetValues(GrpcProtocol.StatusHeader, out var status) || status.Single() != "0")
-        {
-            throw new InvalidOperationException($"The warm-up call through the {proxy.Kind} proxy failed: {response}");
+            throw new InvalidOperationException($"The warm-up call through the {proxy.Kind} proxy got '{reply.Message}'.");
         }
     }
 

@@ -24,14 +24,25 @@ public abstract class ProxyFixture : IAsyncLifetime
     protected ProxyFixture()
     {
         _backend = new Lazy<Task<TestHost>>(() => TestHost.StartAsync(ServerKind.Kestrel, MapBackend, https: false,
-            configureBuilder: b => RaiseStreamLimit(b, ServerKind.Kestrel)));
+            configureServices: ConfigureBackendServices, configureBuilder: b => RaiseStreamLimit(b, ServerKind.Kestrel)));
     }
 
     /// <summary>The backend's endpoints.</summary>
     protected abstract void MapBackend(WebApplication app);
 
+    /// <summary>The backend's services (e.g. <c>AddGrpc()</c>), before it is built.</summary>
+    protected virtual void ConfigureBackendServices(IServiceCollection services)
+    {
+    }
+
     /// <summary>The proxy's routes and clusters, pointing at <paramref name="backend"/>.</summary>
     protected abstract void Configure(ReverseProxyKeys config, TestHost backend);
+
+    /// <summary>
+    /// The routes and clusters of the proxy hosted on <paramref name="kind"/>; by default the same for both
+    /// (<see cref="Configure(ReverseProxyKeys, TestHost)"/>).
+    /// </summary>
+    protected virtual void Configure(ReverseProxyKeys config, TestHost backend, ServerKind kind) => Configure(config, backend);
 
     /// <summary>
     /// Runs once per proxy before any test uses it: one request through the whole path, so the first test does
@@ -51,7 +62,7 @@ public abstract class ProxyFixture : IAsyncLifetime
     {
         var backend = await BackendAsync();
         var keys = new ReverseProxyKeys();
-        Configure(keys, backend);
+        Configure(keys, backend, kind);
         var proxy = await TestHost.StartAsync(kind, app => app.MapProxyForwarding(), https: true, configureBuilder: b =>
         {
             b.Configuration.AddInMemoryCollection(keys);

@@ -1,4 +1,3 @@
-using Proxy.Demo.Grpc;
 using System.Text.Json;
 using Proxy.FunctionalTests.Hosting;
 using Proxy.Testing.Interop;

@@ -1,10 +1,9 @@
-using Proxy.Demo.Grpc;
 using System.Text.Json;
 using Proxy.FunctionalTests.Hosting;
 
 namespace Proxy.FunctionalTests.Grpc;
 
-/// <summary>grpc-js (a real gRPC client) against our framing layer, over h2c and TLS.</summary>
+/// <summary>grpc-js (a real gRPC client) against the Grpc.AspNetCore echo service, over h2c and TLS.</summary>
 public sealed class GrpcJsInteropTests(GrpcAppFixture fixture) : IClassFixture<GrpcAppFixture>
 {
     public static TheoryData<ServerKind, HttpTransport> Transports =>

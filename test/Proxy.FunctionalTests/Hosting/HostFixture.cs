@@ -1,5 +1,6 @@
 using System.Collections.Concurrent;
 using Microsoft.AspNetCore.Builder;
+using Microsoft.Extensions.DependencyInjection;
 
 namespace Proxy.FunctionalTests.Hosting;
 
@@ -15,10 +16,15 @@ public abstract class HostFixture : IAsyncLifetime
     /// <summary>The endpoints of the app under test.</summary>
     protected abstract void MapEndpoints(WebApplication app);
 
+    /// <summary>The services of the app under test (e.g. <c>AddGrpc()</c>), before it is built.</summary>
+    protected virtual void ConfigureServices(IServiceCollection services)
+    {
+    }
+
     protected virtual bool Https => true;
 
     public Task<TestHost> GetAsync(ServerKind kind) =>
-        _hosts.GetOrAdd(kind, k => new Lazy<Task<TestHost>>(() => TestHost.StartAsync(k, MapEndpoints, Https))).Value;
+        _hosts.GetOrAdd(kind, k => new Lazy<Task<TestHost>>(() => TestHost.StartAsync(k, MapEndpoints, Https, ConfigureServices))).Value;
 
     public Task InitializeAsync() => Task.CompletedTask;
 

@@ -72,7 +72,7 @@ public class Http1ConnectionLifecycleTests
         await using var h = new Http1Harness(_ => Task.CompletedTask, new Http1Options { RequestHeadersTimeout = TimeSpan.FromSeconds(5) });
         await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n");
 
-        h.Time.AdvanceBy(TimeSpan.FromSeconds(5));
+        h.Time.Advance(TimeSpan.FromSeconds(5));
 
         var r = await h.ReadResponseAsync();
         Assert.Equal(408, r.Status);
@@ -85,7 +85,7 @@ public class Http1ConnectionLifecycleTests
     {
         await using var h = new Http1Harness(_ => Task.CompletedTask, new Http1Options { RequestHeadersTimeout = TimeSpan.FromSeconds(5) });
         await h.SendAsync("GET / HTTP/1.1\r\n");
-        h.Time.AdvanceBy(TimeSpan.FromSeconds(4));
+        h.Time.Advance(TimeSpan.FromSeconds(4));
         await h.SendAsync("Host: h\r\n\r\n");
 
         Assert.Equal(200, (await h.ReadResponseAsync()).Status);
@@ -101,12 +101,12 @@ public class Http1ConnectionLifecycleTests
         await WaitUntilIdleAsync(h);
 
         // Idle longer than the headers timeout but within keep-alive: still open.
-        h.Time.AdvanceBy(TimeSpan.FromSeconds(30));
+        h.Time.Advance(TimeSpan.FromSeconds(30));
         await h.SendAsync("GET /2 HTTP/1.1\r\nHost: h\r\n\r\n");
         Assert.Equal(200, (await h.ReadResponseAsync()).Status);
         await WaitUntilIdleAsync(h);
 
-        h.Time.AdvanceBy(TimeSpan.FromSeconds(60));
+        h.Time.Advance(TimeSpan.FromSeconds(60));
 
         Assert.Equal("", await h.ReadToEndAsync());
         await h.Processing.WaitAsync(Guard);

@@ -1,3 +1,4 @@
+using Microsoft.Extensions.Time.Testing;
 using System.Buffers;
 using System.IO.Pipelines;
 using System.Text;

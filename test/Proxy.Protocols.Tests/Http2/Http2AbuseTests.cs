@@ -140,12 +140,12 @@ public class Http2AbuseTests
     [Fact]
     public async Task Preface_NotSentInTime_ConnectionClosed()
     {
-        var time = new FakeTimeProvider();
+        var time = new TimerCountingTimeProvider();
         var options = new Http2Options { RequestHeadersTimeout = TimeSpan.FromSeconds(10) };
         await using var peer = await Http2TestPeer.StartAsync(Never, options, time);
         await WaitForArmedTimerAsync(time);
 
-        time.AdvanceBy(TimeSpan.FromSeconds(11));
+        time.Advance(TimeSpan.FromSeconds(11));
 
         await peer.ExpectSettingsAsync();
         await peer.ExpectGoAwayAndCloseAsync(Http2ErrorCode.ProtocolError);
@@ -154,7 +154,7 @@ public class Http2AbuseTests
     [Fact]
     public async Task HEADERS_BlockNotCompletedInTime_ConnectionClosed()
     {
-        var time = new FakeTimeProvider();
+        var time = new TimerCountingTimeProvider();
         var options = new Http2Options { RequestHeadersTimeout = TimeSpan.FromSeconds(10), KeepAliveTimeout = Timeout.InfiniteTimeSpan };
         await using var peer = await Http2TestPeer.StartAsync(Never, options, time);
         await peer.HandshakeAsync();
@@ -163,7 +163,7 @@ public class Http2AbuseTests
         await peer.SendHeaderBlockAsync(1, block[..2], endStream: true, endHeaders: false);
         await WaitForArmedTimerAsync(time); // the header-block timer
 
-        time.AdvanceBy(TimeSpan.FromSeconds(11));
+        time.Advance(TimeSpan.FromSeconds(11));
 
         await peer.ExpectGoAwayAndCloseAsync(Http2ErrorCode.ProtocolError);
     }
@@ -171,7 +171,7 @@ public class Http2AbuseTests
     [Fact]
     public async Task KeepAlive_IdleConnection_GoAwayNoErrorAndClose()
     {
-        var time = new FakeTimeProvider();
+        var time = new TimerCountingTimeProvider();
         var options = new Http2Options { KeepAliveTimeout = TimeSpan.FromSeconds(130) };
         await using var peer = await Http2TestPeer.StartAsync(_ => Task.CompletedTask, options, time);
         await peer.HandshakeAsync();
@@ -180,16 +180,16 @@ public class Http2AbuseTests
         await peer.SendPingAsync(1); // the stream-closed event is handled before this PING
         await peer.ExpectPingAsync(ack: true);
 
-        time.AdvanceBy(TimeSpan.FromSeconds(129));
+        time.Advance(TimeSpan.FromSeconds(129));
         await peer.SendPingAsync(2);
         await peer.ExpectPingAsync(ack: true); // still open just before the limit
-        time.AdvanceBy(TimeSpan.FromSeconds(2));
+        time.Advance(TimeSpan.FromSeconds(2));
 
         Assert.Equal(1, await peer.ExpectGoAwayAndCloseAsync(Http2ErrorCode.NoError));
     }
 
     /// <summary>Waits (bounded, no sleep) until the engine armed <paramref name="expected"/> timers.</summary>
-    internal static async Task WaitForArmedTimerAsync(FakeTimeProvider time, int expected = 1)
+    internal static async Task WaitForArmedTimerAsync(TimerCountingTimeProvider time, int expected = 1)
     {
         // A hang guard, not a speed claim; Delay(1) rather than Yield so the poll does not starve the
         // connection's own loops on a loaded 2-core machine.

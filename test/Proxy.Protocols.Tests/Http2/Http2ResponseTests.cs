@@ -75,6 +75,38 @@ public class Http2ResponseShapeTests
     }
 
     [Fact]
+    public async Task App_CompletesThenResets_WholeResponseWithTrailersBeforeTheReset()
+    {
+        // Grpc.AspNetCore at a deadline: CompleteAsync with grpc-status in the trailers, then a reset at once. The reset
+        // must not overtake the completed response in the writer loop, or the client gets no status.
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            exchange.ResponseHeaders.Add("content-type", "application/grpc");
+            await exchange.ResponseBody.WriteAsync(new byte[] { 0, 0, 0, 0, 0 });
+            exchange.ResponseTrailers.Add("grpc-status", "4");
+            await exchange.CompleteAsync();
+            exchange.Abort((uint)Http2ErrorCode.Cancel);
+        });
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, "POST", "/svc/Method", endStream: true, ("te", "trailers"));
+
+        var response = await peer.ReadResponseAsync(1);
+
+        Assert.Equal(5, response.Body.Length);
+        Assert.True(response.Trailers?.EndStream, "no trailers with END_STREAM");
+        Assert.Equal("4", response.Trailers!["grpc-status"]);
+        // Then the reset, or nothing when the loop had already ended the stream; never a frame the response lost.
+        await peer.SendPingAsync(7);
+        var next = await peer.ReceiveSkippingWindowUpdatesAsync();
+        if (next.Type == Http2FrameType.RstStream)
+        {
+            Assert.Equal(1, next.StreamId);
+            next = await peer.ReceiveSkippingWindowUpdatesAsync();
+        }
+        Assert.Equal(Http2FrameType.Ping, next.Type);
+    }
+
+    [Fact]
     public async Task Response_WithTrailers_FinalHeadersCarryEndStream()
     {
         await using var peer = await Http2TestPeer.StartAsync(async exchange =>

@@ -105,7 +105,7 @@ public class Http2SlowReaderTests
     [Fact]
     public async Task WriteTimeout_PeerStopsReading_ConnectionAbortedAndHandlerReleased()
     {
-        var time = new FakeTimeProvider();
+        var time = new TimerCountingTimeProvider();
         var aborted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         var options = new Http2Options { WriteTimeout = TimeSpan.FromSeconds(30), KeepAliveTimeout = Timeout.InfiniteTimeSpan };
         await using var peer = await Http2TestPeer.StartAsync(async exchange =>
@@ -117,7 +117,7 @@ public class Http2SlowReaderTests
         await peer.SendRequestHeadersAsync(1);
         await Http2AbuseTests.WaitForArmedTimerAsync(time); // the writer's flush is waiting on the transport
 
-        time.AdvanceBy(TimeSpan.FromSeconds(31));
+        time.Advance(TimeSpan.FromSeconds(31));
 
         await peer.ProcessTask.WaitAsync(Bounded);
         await aborted.Task.WaitAsync(Bounded);
@@ -126,7 +126,7 @@ public class Http2SlowReaderTests
     [Fact]
     public async Task Abort_WhileWriterBlockedOnTransport_ClosesWithoutWaitingForTheFlush()
     {
-        var time = new FakeTimeProvider(); // never advanced: a close that waits on a timer would hang
+        var time = new TimerCountingTimeProvider(); // never advanced: a close that waits on a timer would hang
         var flushing = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         var options = new Http2Options { KeepAliveTimeout = Timeout.InfiniteTimeSpan };
         await using var peer = await Http2TestPeer.StartAsync(async exchange =>

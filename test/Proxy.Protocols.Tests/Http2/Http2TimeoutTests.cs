@@ -1,3 +1,4 @@
+using Microsoft.Extensions.Time.Testing;
 using Proxy.Codecs.Http2;
 using Proxy.Protocols.Http2;
 using Proxy.Testing;
@@ -13,7 +14,7 @@ public class Http2TimeoutTests
     [Fact]
     public async Task KeepAlive_TimerFiresEarly_ReArmedAndConnectionClosed()
     {
-        var fake = new FakeTimeProvider();
+        var fake = new TimerCountingTimeProvider();
         var time = new EarlyTimeProvider(fake, TimeSpan.FromMilliseconds(1));
         var options = new Http2Options { KeepAliveTimeout = TimeSpan.FromSeconds(130) };
         await using var peer = await Http2TestPeer.StartAsync(_ => Task.CompletedTask, options, time);
@@ -21,9 +22,9 @@ public class Http2TimeoutTests
         await Http2AbuseTests.WaitForArmedTimerAsync(fake);
 
         // The timer fires 1 ms before the deadline: the engine must re-arm for the rest, not drop the timeout.
-        fake.AdvanceBy(TimeSpan.FromSeconds(130) - TimeSpan.FromMilliseconds(1));
+        fake.Advance(TimeSpan.FromSeconds(130) - TimeSpan.FromMilliseconds(1));
         await Http2AbuseTests.WaitForArmedTimerAsync(fake);
-        fake.AdvanceBy(TimeSpan.FromSeconds(1));
+        fake.Advance(TimeSpan.FromSeconds(1));
 
         await peer.ExpectGoAwayAndCloseAsync(Http2ErrorCode.NoError);
     }
@@ -31,7 +32,7 @@ public class Http2TimeoutTests
     [Fact]
     public async Task Shutdown_HeaderBlockDuringPingPhase_FinalGoAwayStillSentOnPingTimeout()
     {
-        var time = new FakeTimeProvider();
+        var time = new TimerCountingTimeProvider();
         var options = new Http2Options { KeepAliveTimeout = Timeout.InfiniteTimeSpan };
         await using var peer = await Http2TestPeer.StartAsync(_ => Task.CompletedTask, options, time);
         await peer.HandshakeAsync();
@@ -45,7 +46,7 @@ public class Http2TimeoutTests
         await peer.SendContinuationAsync(1, block[2..], endHeaders: true);
         await peer.ReadResponseAsync(1);
         await Http2AbuseTests.WaitForArmedTimerAsync(time);
-        time.AdvanceBy(TimeSpan.FromSeconds(2));
+        time.Advance(TimeSpan.FromSeconds(2));
 
         Assert.Equal(1, await peer.ExpectGoAwayAsync(Http2ErrorCode.NoError));
         await peer.ExpectConnectionClosedAsync();
@@ -55,7 +56,7 @@ public class Http2TimeoutTests
     [Fact]
     public async Task Shutdown_HandlerNeverFinishes_AbortedAfterDrainTimeout()
     {
-        var time = new FakeTimeProvider();
+        var time = new TimerCountingTimeProvider();
         var started = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         var options = new Http2Options { KeepAliveTimeout = Timeout.InfiniteTimeSpan, ShutdownDrainTimeout = TimeSpan.FromSeconds(10) };
         await using var peer = await Http2TestPeer.StartAsync(exchange =>
@@ -73,7 +74,7 @@ public class Http2TimeoutTests
         Assert.Equal(1, await peer.ExpectGoAwayAsync(Http2ErrorCode.NoError));
         await Http2AbuseTests.WaitForArmedTimerAsync(time); // the drain deadline
 
-        time.AdvanceBy(TimeSpan.FromSeconds(11));
+        time.Advance(TimeSpan.FromSeconds(11));
 
         await shutdown.WaitAsync(Bounded);
         await peer.ExpectConnectionClosedAsync();

@@ -1,3 +1,4 @@
+using Microsoft.Extensions.Time.Testing;
 using System.Buffers;
 using System.Text;
 using Proxy.Codecs.Http2;
@@ -140,9 +141,9 @@ public sealed class Http2ClientConnectionProtocolTests
         await h.AcceptAsync();
         var exchange = h.Open("/slow");
         await h.Backend.ExpectHeadersAsync(1);
-        time.AdvanceBy(TimeSpan.FromSeconds(10));
+        time.Advance(TimeSpan.FromSeconds(10));
         var ping = await h.Backend.ExpectPingAsync(ack: false);
-        time.AdvanceBy(TimeSpan.FromSeconds(5)); // no PING ACK: the backend is dead
+        time.Advance(TimeSpan.FromSeconds(5)); // no PING ACK: the backend is dead
         var error = await Assert.ThrowsAsync<BackendException>(() => exchange.ReadResponseHeadAsync(CancellationToken.None).AsTask());
         Assert.Equal(BackendFailure.ConnectionLost, error.Failure);
         Assert.Contains("PING", error.Message);
@@ -157,7 +158,7 @@ public sealed class Http2ClientConnectionProtocolTests
         var options = new Http2ClientOptions { KeepAlivePingDelay = TimeSpan.FromSeconds(10), KeepAlivePingTimeout = TimeSpan.FromSeconds(5) };
         await using var h = new Harness(options, time);
         await h.AcceptAsync();
-        time.AdvanceBy(TimeSpan.FromSeconds(10));
+        time.Advance(TimeSpan.FromSeconds(10));
         var ping = await h.Backend.ExpectPingAsync(ack: false);
         await h.Backend.SendPingAsync(ping.OpaqueData, ack: true);
         // Barrier: the read loop takes frames in order, so once it answers this PING it has seen the ACK above.
@@ -165,7 +166,7 @@ public sealed class Http2ClientConnectionProtocolTests
         Assert.Equal(42ul, (await h.Backend.ExpectPingAsync(ack: true)).OpaqueData);
         var exchange = h.Open();
         await h.Backend.ExpectHeadersAsync(1);
-        time.AdvanceBy(TimeSpan.FromSeconds(6));
+        time.Advance(TimeSpan.FromSeconds(6));
         await h.Backend.SendResponseHeadersAsync(1, 200, endStream: true);
         await exchange.ReadResponseHeadAsync(CancellationToken.None);
         Assert.True(h.Connection.IsOpen);
