@@ -6,6 +6,8 @@ namespace Proxy.Forwarding.Forwarder;
 /// outcome can be classified (504 vs client gone).
 /// </summary>
 /// <remarks>
+/// NOTE: the timers run on the host's <see cref="TimeProvider"/> (DI), like every other timer of the proxy, so a test can
+/// move time instead of racing a short wall-clock timeout against a loaded machine.
 /// NOTE: only what is configured costs anything. A gRPC call without a deadline (no activity timeout by default)
 /// uses the client's token as it is: no token source, no timer, no linked registration per call.
 /// </remarks>
@@ -16,14 +18,21 @@ internal sealed class ForwardingCancellation : IDisposable
     private readonly CancellationTokenSource? _activity;
     private readonly CancellationTokenSource? _deadline;
     private readonly CancellationTokenSource? _linked;
+    private readonly bool _deadlineFromClient;
     private TimeSpan _activityTimeout;
 
-    public ForwardingCancellation(CancellationToken clientAborted, TimeSpan activityTimeout, TimeSpan? deadline)
+    /// <param name="clientAborted">The client's RequestAborted.</param>
+    /// <param name="activityTimeout">Longest quiet period; infinite or zero for none.</param>
+    /// <param name="deadline">Deadline of the whole exchange, if any.</param>
+    /// <param name="deadlineFromClient">The deadline is the client's own (a gRPC call's <c>grpc-timeout</c>), not the route's.</param>
+    /// <param name="time">The clock of both timers.</param>
+    public ForwardingCancellation(CancellationToken clientAborted, TimeSpan activityTimeout, TimeSpan? deadline, bool deadlineFromClient, TimeProvider time)
     {
         _clientAborted = clientAborted;
+        _deadlineFromClient = deadline is not null && deadlineFromClient;
         _activityTimeout = activityTimeout;
-        _activity = IsFinite(activityTimeout) ? new CancellationTokenSource() : null;
-        _deadline = deadline is { } d ? new CancellationTokenSource(d) : null;
+        _activity = IsFinite(activityTimeout) ? new CancellationTokenSource(System.Threading.Timeout.InfiniteTimeSpan, time) : null;
+        _deadline = deadline is { } d ? new CancellationTokenSource(d, time) : null;
         _linked = (_activity, _deadline) switch
         {
             (null, null) => null,
@@ -39,6 +48,9 @@ internal sealed class ForwardingCancellation : IDisposable
     public bool ClientAborted => _clientAborted.IsCancellationRequested;
 
     public bool DeadlineExpired => _deadline?.IsCancellationRequested == true;
+
+    /// <summary>The deadline that expired was the client's own: its call ran out of time, the proxy set no limit of its own.</summary>
+    public bool ClientDeadlineExpired => _deadlineFromClient && DeadlineExpired;
 
     public bool TimedOut => !ClientAborted && (DeadlineExpired || _activity?.IsCancellationRequested == true);
 

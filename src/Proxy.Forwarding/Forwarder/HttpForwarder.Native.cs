@@ -45,7 +45,7 @@ internal sealed partial class HttpForwarder
         ForwarderRequestConfig config, HttpTransformer transformer, IForwarderClusterTransport native)
     {
         // Step 1: classify and validate, exactly as the HttpClient path does.
-        var (isGrpc, deadline) = Classify(context, config);
+        var (isGrpc, deadline, deadlineFromClient) = Classify(context, config);
         if (await RejectMalformedAsync(context).ConfigureAwait(false))
         {
             return ForwarderError.RequestMalformed;
@@ -72,7 +72,7 @@ internal sealed partial class HttpForwarder
 
         TakeHostField(head);
         var activityTimeout = config.ActivityTimeout ?? (isGrpc ? Timeout.InfiniteTimeSpan : DefaultActivityTimeout);
-        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline);
+        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline, deadlineFromClient, time);
 
         // Step 2b: a small body of declared length is received whole before anything goes to the backend. A body that
         // disagrees with its content-length makes the request malformed (RFC 9113 §8.1.1), and a malformed request is
@@ -80,7 +80,7 @@ internal sealed partial class HttpForwarder
         if (head.ContentLength is > 0 and <= MaxPrebufferedBody && !await PrebufferDeclaredBodyAsync(context, head.ContentLength.Value, cancellation).ConfigureAwait(false))
         {
             var error = cancellation.ClientAborted ? ForwarderError.RequestCanceled : ForwarderError.RequestBodyClient;
-            ReportBeforeResponse(context, error, new InvalidOperationException("The request body did not match its content-length."), isGrpc, deadlineExpired: false);
+            ReportBeforeResponse(context, error, new InvalidOperationException("The request body did not match its content-length."), isGrpc, cancellation);
             return error;
         }
 
@@ -95,7 +95,7 @@ internal sealed partial class HttpForwarder
             var error = cancellation.ClientAborted ? ForwarderError.RequestCanceled
                 : cancellation.TimedOut ? ForwarderError.RequestTimedOut
                 : ForwarderError.Request;
-            ReportBeforeResponse(context, error, ex, isGrpc, cancellation.DeadlineExpired);
+            ReportBeforeResponse(context, error, ex, isGrpc, cancellation);
             transformer.TransformResponseNative(context, null);
             return error;
         }
@@ -121,7 +121,7 @@ internal sealed partial class HttpForwarder
                     call.Abort();
                     await StopRequestPumpAsync(requestPump, requestBody, call).ConfigureAwait(false);
                     var error = ClassifyNativeHeadFailure(ex, cancellation, requestPump);
-                    ReportBeforeResponse(context, error, ex, isGrpc, cancellation.DeadlineExpired);
+                    ReportBeforeResponse(context, error, ex, isGrpc, cancellation);
                     transformer.TransformResponseNative(context, null);
                     return error;
                 }
@@ -165,7 +165,7 @@ internal sealed partial class HttpForwarder
                     catch (Exception ex)
                     {
                         var error = cancellation.ClientAborted ? ForwarderError.ResponseBodyCanceled : ForwarderError.ResponseBodyClient;
-                        return await FailNativeAfterResponseStartedAsync(context, call, error, ex, requestPump, requestBody).ConfigureAwait(false);
+                        return await FailNativeAfterResponseStartedAsync(context, call, error, ex, cancellation, requestPump, requestBody).ConfigureAwait(false);
                     }
                 }
 
@@ -174,7 +174,7 @@ internal sealed partial class HttpForwarder
                 if (result != StreamCopyResult.Success)
                 {
                     var error = ClassifyNativeBodyFailure(result, cancellation, requestPump);
-                    return await FailNativeAfterResponseStartedAsync(context, call, error, copyError, requestPump, requestBody).ConfigureAwait(false);
+                    return await FailNativeAfterResponseStartedAsync(context, call, error, copyError, cancellation, requestPump, requestBody).ConfigureAwait(false);
                 }
 
                 // Step 9: trailers (gRPC's status).
@@ -501,10 +501,10 @@ internal sealed partial class HttpForwarder
 
     /// <summary>Headers already went out: reset the client's stream (RFC 9113 §8.1), abandon the backend's, stop the upload.</summary>
     private async ValueTask<ForwarderError> FailNativeAfterResponseStartedAsync(HttpContext context, ForwarderBackendCall call, ForwarderError error,
-        Exception? exception, Task<StreamCopyResult>? requestPump, PipeReader requestBody)
+        Exception? exception, ForwardingCancellation cancellation, Task<StreamCopyResult>? requestPump, PipeReader requestBody)
     {
         context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception));
-        Log.Outcome(logger, error, context, exception);
+        Log.Outcome(logger, error, context, exception, cancellation.ClientDeadlineExpired);
         call.Abort();
         var code = error is ForwarderError.ResponseBodyDestination or ForwarderError.RequestBodyDestination ? Http2InternalError : Http2Cancel;
         if (context.Features.Get<IHttpResetFeature>() is { } reset)

@@ -10,7 +10,7 @@ namespace Proxy.Forwarding.Forwarder;
 
 /// <summary>The forwarder: one request in, one backend exchange, the response streamed back.</summary>
 // Stateless and shared; all per-request state lives in locals of SendCoreAsync.
-internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMetrics metrics) : IHttpForwarder
+internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMetrics metrics, TimeProvider time) : IHttpForwarder
 {
     /// <summary>YARP's default quiet period; not applied to SSE and gRPC unless configured. Settable for tests.</summary>
     internal TimeSpan DefaultActivityTimeout { get; set; } = TimeSpan.FromSeconds(100);
@@ -47,14 +47,14 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         // Step 1: classify the call and set up cancellation. gRPC is known from the request; SSE only
         // once the response headers arrive. NOTE: long-lived streams must not inherit the 100 s
         // activity timeout unless someone asked for it (YARP #1764 kills quiet SSE that way).
-        var (isGrpc, deadline) = Classify(context, config);
+        var (isGrpc, deadline, deadlineFromClient) = Classify(context, config);
         if (await RejectMalformedAsync(context).ConfigureAwait(false))
         {
             return ForwarderError.RequestMalformed;
         }
 
         var activityTimeout = config.ActivityTimeout ?? (isGrpc ? Timeout.InfiniteTimeSpan : DefaultActivityTimeout);
-        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline);
+        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline, deadlineFromClient, time);
         using var requestBodyCancellation = CancellationTokenSource.CreateLinkedTokenSource(cancellation.Token);
 
         // Step 2: build the backend request from validated pieces; the body is streamed, never buffered.
@@ -91,7 +91,7 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         catch (Exception ex)
         {
             var error = ClassifySendFailure(cancellation, requestContent);
-            ReportBeforeResponse(context, error, ex, isGrpc, cancellation.DeadlineExpired);
+            ReportBeforeResponse(context, error, ex, isGrpc, cancellation);
             // Lets "When: Failure" response transforms decorate the error response.
             await transformer.TransformResponseAsync(context, null, CancellationToken.None).ConfigureAwait(false);
             return error;
@@ -133,7 +133,7 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
             catch (Exception ex)
             {
                 var error = cancellation.ClientAborted ? ForwarderError.ResponseBodyCanceled : ForwarderError.ResponseBodyClient;
-                return await FailAfterResponseStartedAsync(context, error, ex, requestContent, requestBodyCancellation).ConfigureAwait(false);
+                return await FailAfterResponseStartedAsync(context, error, ex, cancellation, requestContent, requestBodyCancellation).ConfigureAwait(false);
             }
 
             // Step 7: stream the body, flushing after every read so each SSE event leaves at once.
@@ -143,7 +143,7 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
                 if (result != StreamCopyResult.Success)
                 {
                     var error = ClassifyResponseBodyFailure(result, cancellation, requestContent);
-                    return await FailAfterResponseStartedAsync(context, error, copyError, requestContent, requestBodyCancellation).ConfigureAwait(false);
+                    return await FailAfterResponseStartedAsync(context, error, copyError, cancellation, requestContent, requestBodyCancellation).ConfigureAwait(false);
                 }
             }
 
@@ -166,18 +166,21 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         return ForwarderError.None;
     }
 
-    /// <summary>Step 1 of both paths: gRPC or not, and the deadline (the route's, shortened by a gRPC call's <c>grpc-timeout</c>).</summary>
-    private static (bool IsGrpc, TimeSpan? Deadline) Classify(HttpContext context, ForwarderRequestConfig config)
+    /// <summary>
+    /// Step 1 of both paths: gRPC or not, and the deadline (the route's, shortened by a gRPC call's <c>grpc-timeout</c>; then
+    /// it is the client's own, and its expiry is the client's outcome, not a slow backend's).
+    /// </summary>
+    private static (bool IsGrpc, TimeSpan? Deadline, bool DeadlineFromClient) Classify(HttpContext context, ForwarderRequestConfig config)
     {
         var isGrpc = GrpcProtocol.IsGrpc(context.Request.ContentType);
         var deadline = config.Timeout;
         if (isGrpc && GrpcProtocol.ParseTimeout(context.Request.Headers["grpc-timeout"]) is { } grpcTimeout
             && (deadline is null || grpcTimeout < deadline))
         {
-            deadline = grpcTimeout;
+            return (isGrpc, grpcTimeout, true);
         }
 
-        return (isGrpc, deadline);
+        return (isGrpc, deadline, false);
     }
 
     /// <summary>Never forward a malformed request (RFC 9113 §8.1.1): answers 400 with the reason and returns true; the backend sees nothing.</summary>
@@ -188,7 +191,7 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
             return false;
         }
 
-        ReportBeforeResponse(context, ForwarderError.RequestMalformed, new InvalidOperationException("Malformed request: " + malformation), isGrpc: false, deadlineExpired: false);
+        ReportBeforeResponse(context, ForwarderError.RequestMalformed, new InvalidOperationException("Malformed request: " + malformation), isGrpc: false, cancellation: null);
         if (!context.Response.HasStarted)
         {
             await context.Response.WriteAsync("Malformed request: " + malformation + "\n").ConfigureAwait(false);
@@ -283,8 +286,9 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
     }
 
     /// <summary>Nothing was sent to the client yet: answer with a status (or a gRPC status).</summary>
-    private void ReportBeforeResponse(HttpContext context, ForwarderError error, Exception? exception, bool isGrpc, bool deadlineExpired)
+    private void ReportBeforeResponse(HttpContext context, ForwarderError error, Exception? exception, bool isGrpc, ForwardingCancellation? cancellation)
     {
+        var deadlineExpired = cancellation?.DeadlineExpired == true;
         context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception));
         var response = context.Response;
         if (!response.HasStarted)
@@ -307,7 +311,7 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
             }
         }
 
-        Log.Outcome(logger, error, context, exception);
+        Log.Outcome(logger, error, context, exception, cancellation?.ClientDeadlineExpired == true);
     }
 
     internal static int StatusFor(ForwarderError error) => error switch
@@ -323,10 +327,10 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
     /// cannot mistake a truncated body for a complete one.
     /// </summary>
     private async ValueTask<ForwarderError> FailAfterResponseStartedAsync(HttpContext context, ForwarderError error, Exception? exception,
-        StreamingRequestContent? requestContent, CancellationTokenSource requestBodyCancellation)
+        ForwardingCancellation cancellation, StreamingRequestContent? requestContent, CancellationTokenSource requestBodyCancellation)
     {
         context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception));
-        Log.Outcome(logger, error, context, exception);
+        Log.Outcome(logger, error, context, exception, cancellation.ClientDeadlineExpired);
 
         // RFC 9113 §8.1: a stream that cannot complete is reset. CANCEL when the exchange was
         // abandoned (client gone, timeout), INTERNAL_ERROR when the backend broke it.

@@ -106,7 +106,14 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
             // An explicit reason beats a bare 503: the operator sees which pool is too small.
             response.StatusCode = StatusCodes.Status503ServiceUnavailable;
             response.ContentType = "text/plain; charset=utf-8";
-            await response.WriteAsync(reason + "\n", context.RequestAborted);
+            try
+            {
+                await response.WriteAsync(reason + "\n", context.RequestAborted);
+            }
+            catch (Exception) when (context.RequestAborted.IsCancellationRequested)
+            {
+                // The client left while we answered: the refusal below is still the outcome to report.
+            }
         }
 
         Log.ForwardingFailed(logger, error, feature.RouteId, feature.ClusterId, feature.DestinationId, response.StatusCode, null);

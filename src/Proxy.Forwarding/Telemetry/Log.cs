@@ -21,23 +21,46 @@ internal static partial class Log
     [LoggerMessage(5, LogLevel.Debug, "Health probe of destination '{DestinationId}' in cluster '{ClusterId}' failed: {Reason}")]
     public static partial void ProbeFailed(ILogger logger, string clusterId, string destinationId, string reason);
 
-    [LoggerMessage(6, LogLevel.Debug, "Client went away: {Error} (route '{RouteId}', cluster '{ClusterId}', destination '{DestinationId}')")]
-    public static partial void ClientGone(ILogger logger, ForwarderError error, string? routeId, string? clusterId, string? destinationId);
+    [LoggerMessage(6, LogLevel.Debug, "Client-side outcome {Error} (route '{RouteId}', cluster '{ClusterId}', destination '{DestinationId}'): {Reason}")]
+    public static partial void ClientOutcome(ILogger logger, ForwarderError error, string? routeId, string? clusterId, string? destinationId, string reason);
 
     [LoggerMessage(7, LogLevel.Warning, "Destination '{DestinationId}' in cluster '{ClusterId}' is unhealthy for {Period} (passive health: {Reason})")]
     public static partial void DestinationSatOut(ILogger logger, string clusterId, string destinationId, string reason, TimeSpan period);
 
-    /// <summary>Client disconnects are routine: they go to Debug so they do not drown real backend failures.</summary>
-    public static void Outcome(ILogger logger, ForwarderError error, Microsoft.AspNetCore.Http.HttpContext context, Exception? exception)
+    /// <summary>
+    /// The one log entry of a forwarded request that did not succeed. What the client caused (it went away or reset, its
+    /// upload broke, its request was malformed, its own gRPC deadline passed) is routine for a proxy: Debug, one line, no
+    /// stack trace, so an h2spec run or a burst of cancelled calls does not bury real faults. What the backend or the
+    /// proxy caused stays a Warning with the exception. The metrics count both (error.type).
+    /// </summary>
+    public static void Outcome(ILogger logger, ForwarderError error, Microsoft.AspNetCore.Http.HttpContext context, Exception? exception, bool clientDeadlineExpired)
     {
         var proxy = context.Features.Get<IReverseProxyFeature>();
-        if (error is ForwarderError.RequestCanceled or ForwarderError.ResponseBodyCanceled)
+        if (IsClientCaused(error, clientDeadlineExpired))
         {
-            ClientGone(logger, error, proxy?.RouteId, proxy?.ClusterId, proxy?.DestinationId);
+            if (logger.IsEnabled(LogLevel.Debug))
+            {
+                var reason = clientDeadlineExpired && error is ForwarderError.RequestTimedOut or ForwarderError.ResponseBodyTimedOut
+                    ? "the client's grpc-timeout expired"
+                    : exception?.Message ?? "the client went away";
+                ClientOutcome(logger, error, proxy?.RouteId, proxy?.ClusterId, proxy?.DestinationId, reason);
+            }
         }
         else
         {
             ForwardingFailed(logger, error, proxy?.RouteId, proxy?.ClusterId, proxy?.DestinationId, context.Response.StatusCode, exception);
         }
     }
+
+    /// <summary>
+    /// Outcomes the client caused. A timeout is the client's only when the deadline that expired was its own
+    /// (<c>grpc-timeout</c>); the route's Timeout and the activity timeout are the proxy's limits on a slow backend.
+    /// </summary>
+    internal static bool IsClientCaused(ForwarderError error, bool clientDeadlineExpired) => error switch
+    {
+        ForwarderError.RequestCanceled or ForwarderError.ResponseBodyCanceled => true,
+        ForwarderError.RequestBodyClient or ForwarderError.ResponseBodyClient or ForwarderError.RequestMalformed => true,
+        ForwarderError.RequestTimedOut or ForwarderError.ResponseBodyTimedOut => clientDeadlineExpired,
+        _ => false,
+    };
 }

@@ -89,9 +89,11 @@ public sealed class Http1Connection
     public void Abort()
     {
         _aborted = true;
+        // RequestAborted first: the cancelled read below fails the request body, and an app must see the token
+        // cancelled when that read throws.
+        _current?.CancelAborted();
         _transport.Input.CancelPendingRead();
         _transport.Output.CancelPendingFlush();
-        _current?.CancelAborted();
     }
 
     public async Task ProcessAsync(CancellationToken cancellationToken)

@@ -73,8 +73,8 @@ internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
         ResetResponse();
         if (!_abortedCts.TryReset())
         {
-            // Cancelled (the connection is closing anyway) or its timer could not be stopped: a fresh one.
-            _abortedCts.Dispose();
+            // Cancelled (the connection is closing anyway): a fresh one. NOTE: the old one is not disposed, its
+            // callbacks may still be queued on the thread pool (RequestAbortSignal) and Dispose would drop them.
             _abortedCts = new CancellationTokenSource();
         }
     }
@@ -169,20 +169,11 @@ internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
         CancelAborted();
     }
 
-    internal void CancelAborted()
-    {
-        try
-        {
-            _abortedCts.Cancel();
-        }
-        catch (ObjectDisposedException)
-        {
-        }
-        catch (AggregateException)
-        {
-            // A callback registered by the app threw; the abort itself stands.
-        }
-    }
+    /// <summary>
+    /// Cancels RequestAborted now; the app's callbacks on it run on the thread pool (<see cref="RequestAbortSignal"/>),
+    /// never on the body pump or the connection loop. Callers fire it before they fail the request body.
+    /// </summary>
+    internal void CancelAborted() => RequestAbortSignal.Fire(_abortedCts);
 
     // Owned by the body pump: adds chunked trailers to RequestTrailers.
     private sealed class TrailerSink(Http1Exchange exchange) : IHttp1FieldSink

@@ -208,6 +208,8 @@ internal sealed class Http1RequestBody : PipeReader
         }
         catch (Exception ex)
         {
+            // The transport failed (a reset connection): the client is gone. RequestAborted before the body's fault.
+            _exchange.OnClientDisconnected();
             writer.Complete(ex);
             throw;
         }

@@ -185,13 +185,18 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     }
 
     /// <summary>
-    /// The stream is gone for the peer (reset either way, or the connection closed): fire RequestAborted on
-    /// the thread pool (never run app callbacks on the read loop) and fail the request body.
-    /// Unread request bytes are credited back when the body reader completes.
+    /// The stream is gone for the peer (reset either way, or the connection closed): cancel RequestAborted, then
+    /// fail the request body. Unread request bytes are credited back when the body reader completes.
     /// </summary>
+    /// <remarks>
+    /// NOTE: in that order, so an app whose body read faults sees RequestAborted already cancelled in its catch
+    /// (<see cref="RequestAbortSignal"/>); the app's callbacks on the token run on the thread pool, never here on
+    /// the read loop.
+    /// </remarks>
     internal void AbortFromConnection(string reason)
     {
         _remoteEnded = true;
+        RequestAbortSignal.Fire(_abortedCts);
         _requestPipe.Writer.Complete(new IOException(reason));
         // Release an app waiting in FlushAsync at once, even if the writer loop is stuck on a peer that does
         // not read: later flushes report IsCompleted and later writes are dropped. The reader stays the
@@ -199,17 +204,6 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         _outputReleased = true;
         _responsePipe.Writer.CancelPendingFlush();
         EndFileOutput();
-        ThreadPool.UnsafeQueueUserWorkItem(static cts =>
-        {
-            try
-            {
-                cts.Cancel();
-            }
-            catch (AggregateException)
-            {
-                // An app callback threw; the stream is gone anyway.
-            }
-        }, _abortedCts, preferLocal: false);
     }
 
     // ---- App side of the request body: return credit as the app consumes (RFC 9113 §6.9) ----

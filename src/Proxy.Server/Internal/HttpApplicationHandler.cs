@@ -43,7 +43,14 @@ internal sealed class HttpApplicationHandler<TContext>(
         catch (Exception e)
         {
             applicationError = e;
-            ServerLog.ApplicationError(logger, exchange.Connection.ConnectionId, features.TraceIdentifier, e);
+            if (IsClientAbort(exchange, e))
+            {
+                ServerLog.ApplicationStoppedByClientAbort(logger, exchange.Connection.ConnectionId, features.TraceIdentifier, e.GetType().Name, e.Message);
+            }
+            else
+            {
+                ServerLog.ApplicationError(logger, exchange.Connection.ConnectionId, features.TraceIdentifier, e);
+            }
         }
 
         try
@@ -72,4 +79,12 @@ internal sealed class HttpApplicationHandler<TContext>(
         }
         application.DisposeContext(context, applicationError);
     }
+
+    /// <summary>
+    /// The app failed only because the client went away (reset, disconnect): its body read or write threw, or it honoured
+    /// RequestAborted. Routine for a server: Debug without a stack trace, as ASP.NET Core's own middleware does, so it
+    /// does not bury real application errors. Anything else the app throws stays an Error.
+    /// </summary>
+    private static bool IsClientAbort(HttpExchange exchange, Exception e) =>
+        exchange.RequestAborted.IsCancellationRequested && e is OperationCanceledException or IOException;
 }

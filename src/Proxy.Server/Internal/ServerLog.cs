@@ -41,6 +41,9 @@ internal static partial class ServerLog
     [LoggerMessage(12, LogLevel.Information, "No certificate configured for {Endpoint}: using the development certificate ({Subject}, expires {NotAfter}).")]
     public static partial void UsingDevelopmentCertificate(ILogger logger, string endpoint, string subject, DateTime notAfter);
 
+    [LoggerMessage(14, LogLevel.Debug, "Connection {ConnectionId}, request {TraceIdentifier}: the client went away and the application stopped with {ExceptionType}: {Reason}")]
+    public static partial void ApplicationStoppedByClientAbort(ILogger logger, string connectionId, string traceIdentifier, string exceptionType, string reason);
+
     [LoggerMessage(13, LogLevel.Debug, "Connection {ConnectionId}: IPv6 loopback bind failed; serving IPv4 only.")]
     public static partial void Ipv6LoopbackUnavailable(ILogger logger, string connectionId, Exception exception);
 }
