@@ -212,6 +212,56 @@ public class HealthTests
         Assert.Equal(7, statuses.Count(s => s == HttpStatusCode.OK));
     }
 
+    [Theory]
+    [InlineData(true)]   // the call's own grpc-timeout expired: the client's choice, not the destination's fault
+    [InlineData(false)]  // the route's Timeout expired: the destination was too slow
+    public async Task PassiveHealth_FirstFailure_ClientsOwnGrpcDeadlineDoesNotSitTheDestinationOut(bool clientDeadline)
+    {
+        await using var backend = await ProxyTestHost.StartBackendAsync(app => app.Run(context =>
+            context.Request.Path == "/ok" ? context.Response.WriteAsync("ok") : Task.Delay(Timeout.Infinite, context.RequestAborted)), TestProtocol.Http2);
+        await using var proxy = await Proxies.StartForAsync(backend, TestProtocol.Http2, h2cBackend: true, extra: c =>
+        {
+            c.Set("Clusters:c1:HealthCheck:Passive:Enabled", "true")
+             .Set("Clusters:c1:HealthCheck:Passive:Policy", "FirstFailure")
+             .Set("Clusters:c1:HealthCheck:Passive:ReactivationPeriod", "00:10:00");
+            if (!clientDeadline)
+            {
+                c.Set("Routes:r1:Timeout", "00:00:00.2");
+            }
+        });
+        using var http = proxy.CreateClient();
+        using var call = ErrorTests.GrpcRequest();
+        if (clientDeadline)
+        {
+            call.Headers.Add("grpc-timeout", "200m");
+        }
+
+        using var timedOut = await http.SendAsync(call).WaitAsync(Guard);
+        // The outcome is recorded after the response went out; the request counts as ended only after that.
+        var destination = proxy.Services.GetRequiredService<ProxyStateManager>().Current.Clusters["c1"].Destinations[0];
+        using (var guard = new CancellationTokenSource(Guard))
+        {
+            while (destination.ConcurrentRequestCount != 0)
+            {
+                await Task.Delay(10, guard.Token);
+            }
+        }
+        using var next = new HttpRequestMessage(HttpMethod.Get, "/ok") { Version = HttpVersion.Version20, VersionPolicy = HttpVersionPolicy.RequestVersionExact };
+        using var after = await http.SendAsync(next).WaitAsync(Guard);
+
+        if (clientDeadline)
+        {
+            Assert.Equal("4", timedOut.Headers.GetValues("grpc-status").Single()); // DEADLINE_EXCEEDED
+            Assert.NotEqual(DestinationHealth.Unhealthy, destination.Health);
+            Assert.Equal(HttpStatusCode.OK, after.StatusCode);
+        }
+        else
+        {
+            Assert.Equal(DestinationHealth.Unhealthy, destination.Health);
+            Assert.Equal(HttpStatusCode.ServiceUnavailable, after.StatusCode);
+        }
+    }
+
     private static async Task<List<string>> Bodies(HttpClient http, int count)
     {
         var bodies = new List<string>();

@@ -48,6 +48,9 @@ internal sealed class ForwarderErrorFeature(ForwarderError error, Exception? exc
     public ForwarderError Error { get; } = error;
 
     public Exception? Exception { get; } = exception;
+
+    /// <summary>The deadline that expired was the client's own (a gRPC call's <c>grpc-timeout</c>): not the destination's fault.</summary>
+    public bool ClientDeadlineExpired { get; init; }
 }
 
 /// <summary>Which route, cluster and destination a request was forwarded with (set by the proxy endpoints).</summary>

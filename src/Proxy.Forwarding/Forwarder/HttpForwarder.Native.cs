@@ -503,7 +503,7 @@ internal sealed partial class HttpForwarder
     private async ValueTask<ForwarderError> FailNativeAfterResponseStartedAsync(HttpContext context, ForwarderBackendCall call, ForwarderError error,
         Exception? exception, ForwardingCancellation cancellation, Task<StreamCopyResult>? requestPump, PipeReader requestBody)
     {
-        context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception));
+        context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception) { ClientDeadlineExpired = cancellation.ClientDeadlineExpired });
         Log.Outcome(logger, error, context, exception, cancellation.ClientDeadlineExpired);
         call.Abort();
         var code = error is ForwarderError.ResponseBodyDestination or ForwarderError.RequestBodyDestination ? Http2InternalError : Http2Cancel;

@@ -289,7 +289,7 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
     private void ReportBeforeResponse(HttpContext context, ForwarderError error, Exception? exception, bool isGrpc, ForwardingCancellation? cancellation)
     {
         var deadlineExpired = cancellation?.DeadlineExpired == true;
-        context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception));
+        context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception) { ClientDeadlineExpired = cancellation?.ClientDeadlineExpired == true });
         var response = context.Response;
         if (!response.HasStarted)
         {
@@ -329,7 +329,7 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
     private async ValueTask<ForwarderError> FailAfterResponseStartedAsync(HttpContext context, ForwarderError error, Exception? exception,
         ForwardingCancellation cancellation, StreamingRequestContent? requestContent, CancellationTokenSource requestBodyCancellation)
     {
-        context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception));
+        context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception) { ClientDeadlineExpired = cancellation.ClientDeadlineExpired });
         Log.Outcome(logger, error, context, exception, cancellation.ClientDeadlineExpired);
 
         // RFC 9113 §8.1: a stream that cannot complete is reset. CANCEL when the exchange was

@@ -34,15 +34,18 @@ internal sealed class PassiveHealthChecker(TimeProvider time, IOptions<Transport
     public static bool WasSent(ForwarderError error) => error is not
         (ForwarderError.RequestMalformed or ForwarderError.NoAvailableDestinations or ForwarderError.QueueFull or ForwarderError.QueueTimeout);
 
-    /// <summary>Records a completed request to <paramref name="destination"/> and applies the cluster's passive policy.</summary>
-    public void RequestCompleted(ClusterState cluster, DestinationState destination, ForwarderError error)
+    /// <summary>
+    /// Records a completed request to <paramref name="destination"/> and applies the cluster's passive policy. A timeout
+    /// that was the client's own deadline (<paramref name="clientDeadlineExpired"/>) counts as a request, not as a failure.
+    /// </summary>
+    public void RequestCompleted(ClusterState cluster, DestinationState destination, ForwarderError error, bool clientDeadlineExpired = false)
     {
         if (cluster.Config.HealthCheck?.Passive is not { Enabled: true } passive || !WasSent(error))
         {
             return;
         }
 
-        var failed = IsTransportFailure(error);
+        var failed = IsTransportFailure(error) && !(clientDeadlineExpired && error is ForwarderError.RequestTimedOut);
         var period = passive.ReactivationPeriod ?? DefaultReactivationPeriod;
         if (string.Equals(passive.Policy, PassiveHealthCheckPolicies.FirstFailure, StringComparison.OrdinalIgnoreCase))
         {

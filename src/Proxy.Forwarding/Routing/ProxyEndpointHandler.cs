@@ -82,7 +82,10 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
                 : await forwarder.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer);
             // Passive health: a destination whose transport keeps failing is sat out for the
             // reactivation period instead of failing a share of all requests.
-            passiveHealth.RequestCompleted(cluster, destination, error);
+            // A gRPC call whose own grpc-timeout expired says nothing about the destination (tiny client deadlines would
+            // otherwise sit healthy destinations out).
+            var clientDeadline = context.Features.Get<IForwarderErrorFeature>() is ForwarderErrorFeature { ClientDeadlineExpired: true };
+            passiveHealth.RequestCompleted(cluster, destination, error, clientDeadline);
         }
         finally
         {
