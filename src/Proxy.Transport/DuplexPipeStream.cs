@@ -1,3 +1,5 @@
+using System.Runtime.CompilerServices;
+
 namespace Proxy.Transport;
 
 /// <summary>
@@ -19,6 +21,7 @@ public sealed class DuplexPipeStream(PipeReader input, PipeWriter output) : Stre
     public override long Length => throw new NotSupportedException();
     public override long Position { get => throw new NotSupportedException(); set => throw new NotSupportedException(); }
 
+    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
     public override async ValueTask<int> ReadAsync(Memory<byte> destination, CancellationToken cancellationToken = default)
     {
         while (true)

@@ -1,5 +1,6 @@
 using System.Buffers;
 using System.Globalization;
+using System.Runtime.CompilerServices;
 using Microsoft.Win32.SafeHandles;
 using Proxy.Codecs.Http2;
 
@@ -277,6 +278,7 @@ internal sealed partial class Http2Stream
             _stream.OnRequestBodyAbandoned();
         }
 
+        [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
         public override async ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
         {
             var result = await _inner.ReadAsync(cancellationToken);
@@ -396,6 +398,7 @@ internal sealed partial class Http2Stream
             return AwaitFlushAsync(flush);
         }
 
+        [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
         private async ValueTask<FlushResult> AwaitFlushAsync(ValueTask<FlushResult> flush) => Translate(await flush);
 
         /// <summary>The read loop cancels the pending flush when the stream is gone: the app sees the stream ended.</summary>

@@ -1,3 +1,5 @@
+using System.Runtime.CompilerServices;
+
 namespace Proxy.Server.Features;
 
 // Owned by the app's request thread of control (one reader at a time, as PipeReader requires).
@@ -29,6 +31,7 @@ internal sealed class RequestBodyReader(HttpExchange exchange) : PipeReader
         _consumed = 0;
     }
 
+    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
     public override async ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
     {
         OnReading();

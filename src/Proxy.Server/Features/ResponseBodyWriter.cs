@@ -1,3 +1,5 @@
+using System.Runtime.CompilerServices;
+
 namespace Proxy.Server.Features;
 
 // Owned by the app's request thread of control (PipeWriter is single-writer).
@@ -46,12 +48,14 @@ internal sealed class ResponseBodyWriter(RequestFeatures owner) : PipeWriter
         }
     }
 
+    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
     public override async ValueTask<FlushResult> FlushAsync(CancellationToken cancellationToken = default)
     {
         await owner.StartResponseAsync(cancellationToken).ConfigureAwait(false);
         return await Inner.FlushAsync(cancellationToken).ConfigureAwait(false);
     }
 
+    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
     public override async ValueTask<FlushResult> WriteAsync(ReadOnlyMemory<byte> source, CancellationToken cancellationToken = default)
     {
         ThrowIfCompleted();

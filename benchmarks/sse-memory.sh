@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Memory per proxied SSE stream: our proxy (Proxy.Host, native relay) with TLS in front and an h2c backend behind,
+# N connections x S streams, 1 event per second per stream. Prints the proxy's RSS before the streams, its peak and
+# its last sample while they are open, and (RSS - idle RSS) / streams, TLS and everything else included.
+#
+#   benchmarks/sse-memory.sh [--connections 2000] [--streams 10] [--warmup 40] [--duration 30] [--no-build]
+#
+# The proxy's environment passes through (e.g. DOTNET_gcServer=0 to try the workstation GC). Ports: 19101/19102
+# (backend), 18443 (proxy). The backend and the client are benchmarks/Proxy.Load (`serve`, `run --scenario sse`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+CONNECTIONS=2000; STREAMS=10; WARMUP=40; DURATION=30; BUILD=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --connections) CONNECTIONS=$2; shift 2 ;;
+    --streams) STREAMS=$2; shift 2 ;;
+    --warmup) WARMUP=$2; shift 2 ;;
+    --duration) DURATION=$2; shift 2 ;;
+    --no-build) BUILD=0; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+LOAD="$ROOT/benchmarks/Proxy.Load/bin/Release/net10.0/Proxy.Load.dll"
+HOST="$ROOT/src/Proxy.Host/bin/Release/net10.0/Proxy.Host.dll"
+if [[ $BUILD == 1 ]]; then
+  dotnet build -c Release "$ROOT/src/Proxy.Host" -v q -nologo >/dev/null
+  dotnet build -c Release "$ROOT/benchmarks/Proxy.Load" -v q -nologo >/dev/null
+fi
+
+WORK=$(mktemp -d /tmp/sse-memory.XXXXXX)
+PIDS=()
+cleanup() { for p in "${PIDS[@]:-}"; do [[ -n "$p" ]] && kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+mkdir -p "$WORK/cert"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=localhost \
+  -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+openssl pkcs12 -export -in "$WORK/cert.pem" -inkey "$WORK/key.pem" -out "$WORK/cert/dev-cert.pfx" -passout pass:
+cat > "$WORK/proxy.json" <<'JSON'
+{ "Logging": { "LogLevel": { "Default": "Warning" } }, "Demo": { "Enabled": false },
+  "ProxyServer": { "AddServerHeader": false },
+  "ReverseProxy": {
+    "Routes": { "sse": { "ClusterId": "sse", "Match": { "Path": "/{**catch-all}" } } },
+    "Clusters": { "sse": { "HttpRequest": { "Version": "2", "VersionPolicy": "RequestVersionExact" },
+      "Destinations": { "d1": { "Address": "http://127.0.0.1:19102/" } } } } } }
+JSON
+
+dotnet "$LOAD" serve --server proxy --urls http://127.0.0.1:19101 --h2c-port 19102 --sse-rate 1 >"$WORK/backend.log" 2>&1 &
+PIDS+=($!)
+dotnet "$HOST" --config "$WORK/proxy.json" --urls "https://127.0.0.1:18443" \
+  --ProxyServer:DevelopmentCertificateDirectory="$WORK/cert" >"$WORK/proxy.log" 2>&1 &
+PROXY=$!; PIDS+=($PROXY)
+for _ in $(seq 1 60); do
+  grep -q "ready" "$WORK/backend.log" 2>/dev/null && curl -sk -o /dev/null https://127.0.0.1:18443/ 2>/dev/null && break
+  sleep 0.5
+done
+rss() { awk '/VmRSS/{print $2}' "/proc/$PROXY/status"; }
+IDLE=$(rss)
+
+dotnet "$LOAD" run --scenario sse --url https://127.0.0.1:18443 --connections "$CONNECTIONS" --streams "$STREAMS" \
+  --rate 1 --warmup "$WARMUP" --duration "$DURATION" --target-pid "$PROXY" --no-progress --label proxy >"$WORK/run.out" 2>"$WORK/run.err" &
+CLIENT=$!; PIDS+=($CLIENT)
+PEAK=0; LAST=0; PREV=0
+while kill -0 "$CLIENT" 2>/dev/null; do
+  r=$(rss); (( r > PEAK )) && PEAK=$r; LAST=$PREV; PREV=$r; sleep 2
+done
+wait "$CLIENT" || { cat "$WORK/run.err" >&2; echo "the SSE run failed" >&2; exit 1; }
+tail -1 "$WORK/run.out"
+N=$((CONNECTIONS * STREAMS))
+echo "streams $N: proxy RSS idle ${IDLE} kB, peak ${PEAK} kB ($(( (PEAK - IDLE) * 1024 / N )) B per stream), last ${LAST} kB ($(( (LAST - IDLE) * 1024 / N )) B per stream)"
