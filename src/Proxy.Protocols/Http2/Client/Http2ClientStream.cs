@@ -16,9 +16,11 @@ namespace Proxy.Protocols.Http2.Client;
 internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
 {
     private readonly Http2ClientConnection _connection;
-    private readonly Pipe _requestPipe;
+    // NOTE: null for a request without a body (GET, an SSE subscription): HEADERS carries END_STREAM and nothing else
+    // is sent, so the stream does not hold a pipe and its writer for its whole life (about 450 bytes per relayed stream).
+    private readonly Pipe? _requestPipe;
     private readonly Pipe _responsePipe;
-    private readonly RequestBodyWriter _requestWriter;
+    private readonly RequestBodyWriter? _requestWriter;
     private readonly ResponseBodyReader _responseReader;
     private readonly TaskCompletionSource _head = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private readonly List<KeyValuePair<string, string>> _headers;
@@ -26,18 +28,17 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
     public Http2ClientStream(Http2ClientConnection connection, BackendRequest request, int initialReceiveWindow)
     {
         _connection = connection;
-        _requestPipe = new Pipe(connection.RequestPipeOptions);
+        if (request.HasBody)
+        {
+            _requestPipe = new Pipe(connection.RequestPipeOptions);
+            _requestWriter = new RequestBodyWriter(this, _requestPipe.Writer);
+        }
         _responsePipe = new Pipe(connection.ResponsePipeOptions);
-        _requestWriter = new RequestBodyWriter(this, _requestPipe.Writer);
         _responseReader = new ResponseBodyReader(this, _responsePipe.Reader);
         _window = new ReceiveWindow(initialReceiveWindow);
         _headers = BuildHeaderBlock(request);
         HasRequestBody = request.HasBody;
         IsHead = request.Method == "HEAD";
-        if (!request.HasBody)
-        {
-            _requestPipe.Writer.Complete(); // HEADERS carries END_STREAM
-        }
     }
 
     /// <summary>
@@ -124,7 +125,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
     // ---- Owned by the frame-writer loop ----
 
     public Http2SendState Send { get; } = new();
-    PipeReader IHttp2OutputSource.OutputReader => _requestPipe.Reader;
+    PipeReader IHttp2OutputSource.OutputReader => _requestPipe?.Reader ?? NoRequestBody.Reader; // none: HEADERS carries END_STREAM
     public List<KeyValuePair<string, string>>? SubmittedHeaders => _headers;
     public List<KeyValuePair<string, string>>? SubmittedTrailers => null;
     Http2Stream.FileOutput? IHttp2OutputSource.PendingFile => null;
@@ -168,7 +169,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
 
     // ---- BackendExchange ----
 
-    public override PipeWriter RequestBody => _requestWriter;
+    public override PipeWriter RequestBody => _requestWriter ?? NoRequestBody.Writer;
     public override PipeReader ResponseBody => _responseReader;
 
     public override async ValueTask ReadResponseHeadAsync(CancellationToken cancellationToken)
@@ -206,7 +207,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
     public override ValueTask DisposeAsync()
     {
         // A relay that stopped early (client gone) without aborting: abandon what is left of the stream.
-        if (!_abortRequested && (!_remoteEndedShared || !_requestWriter.IsCompleted))
+        if (!_abortRequested && (!_remoteEndedShared || _requestWriter?.IsCompleted == false))
         {
             Abort();
         }
@@ -284,14 +285,14 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
         _outputReleased = true;
         _head.TrySetException(error);
         _responsePipe.Writer.Complete(error);
-        _requestPipe.Writer.CancelPendingFlush(); // a relay waiting for request credit sees the end now
+        _requestPipe?.Writer.CancelPendingFlush(); // a relay waiting for request credit sees the end now
     }
 
     /// <summary>The read loop released the stream's output (reset, closed): later request writes are dropped.</summary>
     internal void ReleaseOutput()
     {
         _outputReleased = true;
-        _requestPipe.Writer.CancelPendingFlush();
+        _requestPipe?.Writer.CancelPendingFlush();
     }
 
     // ---- Relay side of the response: credit goes back as the relay consumes (RFC 9113 §6.9) ----
@@ -474,5 +475,45 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
         private async ValueTask<FlushResult> AwaitFlushAsync(ValueTask<FlushResult> flush) => Translate(await flush);
 
         private FlushResult Translate(FlushResult result) => result.IsCanceled && stream._outputReleased ? Ended : result;
+    }
+
+    // Stateless, shared by every stream whose request has no body.
+    /// <summary>The request body of a request declared without one: read, it is complete and empty; written, it refuses.</summary>
+    private static class NoRequestBody
+    {
+        public static readonly PipeReader Reader = new CompletedReader();
+        public static readonly PipeWriter Writer = new RefusingWriter();
+
+        private sealed class CompletedReader : PipeReader
+        {
+            private static readonly ReadResult Done = new(ReadOnlySequence<byte>.Empty, isCanceled: false, isCompleted: true);
+
+            public override bool TryRead(out ReadResult result)
+            {
+                result = Done;
+                return true;
+            }
+
+            public override ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default) => new(Done);
+            public override void AdvanceTo(SequencePosition consumed) { }
+            public override void AdvanceTo(SequencePosition consumed, SequencePosition examined) { }
+            public override void CancelPendingRead() { }
+            public override void Complete(Exception? exception = null) { }
+        }
+
+        private sealed class RefusingWriter : PipeWriter
+        {
+            private static readonly FlushResult Ended = new(isCanceled: false, isCompleted: true);
+
+            public override void Advance(int bytes) => throw Refused();
+            public override Memory<byte> GetMemory(int sizeHint = 0) => throw Refused();
+            public override Span<byte> GetSpan(int sizeHint = 0) => throw Refused();
+            public override void CancelPendingFlush() { }
+            public override void Complete(Exception? exception = null) { }
+            public override ValueTask<FlushResult> FlushAsync(CancellationToken cancellationToken = default) => new(Ended);
+
+            private static InvalidOperationException Refused() =>
+                new("The request was sent without a body (BackendRequest.HasBody is false): nothing can be written to it.");
+        }
     }
 }
