@@ -118,4 +118,17 @@ public class RequestValidatorTests
     {
         Assert.Equal(reason, RequestValidator.FindMalformation(Context(rawTarget: target, headers: [("Host", host)])));
     }
+
+    [Theory]
+    [InlineData("HTTP/2", null, "missing or empty :authority")]
+    [InlineData("HTTP/2", "", "missing or empty :authority")]
+    [InlineData("HTTP/2", "h.example", null)]
+    [InlineData("HTTP/1.0", null, null)]
+    [InlineData("HTTP/1.1", "", null)]
+    public void FindMalformation_NoAuthority_RefusedOnHttp2Only(string protocol, string? host, string? reason)
+    {
+        var context = host is null ? Context() : Context(headers: [("Host", host)]);
+        context.Request.Protocol = protocol;
+        Assert.Equal(reason, RequestValidator.FindMalformation(context));
+    }
 }

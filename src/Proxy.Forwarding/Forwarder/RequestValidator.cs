@@ -75,7 +75,17 @@ internal static class RequestValidator
         }
 
         var host = hosts.Count == 1 ? hosts[0] : null;
-        if (!string.IsNullOrEmpty(host))
+        if (string.IsNullOrEmpty(host))
+        {
+            // RFC 9113 §8.3.1: an http or https request "MUST contain either an :authority pseudo-header field or a Host
+            // header field. If these fields are present, they MUST NOT be empty." (Kestrel 10 passes an empty :authority.)
+            // HTTP/1.0 may omit Host, HTTP/1.1 may send it empty for a target without authority (RFC 9112 §3.2).
+            if ((HttpProtocol.IsHttp2(request.Protocol) || HttpProtocol.IsHttp3(request.Protocol)) && IsHttpScheme(request.Scheme))
+            {
+                return "missing or empty :authority";
+            }
+        }
+        else
         {
             if (host.Contains('@'))
             {
@@ -147,6 +157,9 @@ internal static class RequestValidator
         SearchValues.Create("!$%&'()*+,-.0123456789:;=ABCDEFGHIJKLMNOPQRSTUVWXYZ[]_abcdefghijklmnopqrstuvwxyz~");
 
     private static bool IsHost(string host) => host.AsSpan().IndexOfAnyExcept(HostChars) < 0;
+
+    private static bool IsHttpScheme(string? scheme) =>
+        string.Equals(scheme, "http", StringComparison.OrdinalIgnoreCase) || string.Equals(scheme, "https", StringComparison.OrdinalIgnoreCase);
 
     /// <summary>RFC 3986 §3.1: scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ).</summary>
     private static bool IsScheme(string? scheme)
