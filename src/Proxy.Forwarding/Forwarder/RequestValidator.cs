@@ -114,10 +114,15 @@ internal static class RequestValidator
 
         if (request.Headers.TryGetValue(":authority", out var authorities))
         {
-            var authority = authorities.Count == 1 ? authorities[0] : null;
-            if (authority is null || authority.Contains('@'))
+            if (authorities.Count != 1)
             {
-                return authority is null ? "more than one :authority" : "userinfo in the authority";
+                return "more than one :authority";
+            }
+
+            var authority = authorities[0] ?? "";
+            if (authority.Contains('@'))
+            {
+                return "userinfo in the authority";
             }
 
             if (host is not null && !string.Equals(host, authority, StringComparison.OrdinalIgnoreCase))
@@ -132,8 +137,13 @@ internal static class RequestValidator
     /// <summary>"h:1" of "http://h:1/p?q", or null when the target is not absolute-form with an authority.</summary>
     private static string? AbsoluteTargetAuthority(string target)
     {
+        if (target.Length == 0 || target[0] == '/')
+        {
+            return null; // origin-form, the common case: no scan
+        }
+
         var separator = target.IndexOf("://", StringComparison.Ordinal);
-        if (separator <= 0 || target[0] == '/' || !IsScheme(target[..separator]))
+        if (separator <= 0 || !IsScheme(target[..separator]))
         {
             return null;
         }
