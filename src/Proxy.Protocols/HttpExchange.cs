@@ -19,7 +19,10 @@ public abstract class HttpExchange
     public string Method { get; protected set; } = "";
     /// <summary>"http" or "https" (":scheme" for HTTP/2).</summary>
     public string Scheme { get; protected set; } = "";
-    /// <summary>":authority" for HTTP/2, the Host header for HTTP/1.1.</summary>
+    /// <summary>
+    /// ":authority" for HTTP/2 (the Host header when there is none; when both came, Host was replaced by it), the
+    /// absolute-form target's authority or else the Host header for HTTP/1.1.
+    /// </summary>
     public string Authority { get; protected set; } = "";
     /// <summary>The request target as received: path and query ("/a/b?c=d"), or "*" for OPTIONS.</summary>
     public string RawTarget { get; protected set; } = "";

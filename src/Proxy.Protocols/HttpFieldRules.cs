@@ -77,6 +77,23 @@ public static class HttpFieldRules
         return true;
     }
 
+    /// <summary>RFC 3986 §3.1: scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) (":scheme" octets).</summary>
+    public static bool IsValidScheme(ReadOnlySpan<byte> value)
+    {
+        if (value.IsEmpty || !char.IsAsciiLetter((char)value[0]))
+        {
+            return false;
+        }
+        foreach (var b in value[1..])
+        {
+            if (!char.IsAsciiLetterOrDigit((char)b) && b is not ((byte)'+' or (byte)'-' or (byte)'.'))
+            {
+                return false;
+            }
+        }
+        return true;
+    }
+
     /// <summary>Visible ASCII only (no SP, CTL or non-ASCII): :authority and :path octets.</summary>
     public static bool IsVisible(ReadOnlySpan<byte> value)
     {

@@ -19,6 +19,16 @@ public sealed class ProxyServerOptions
 
     public SocketTransportOptions Sockets { get; set; } = new();
 
+    /// <summary>
+    /// Kestrel's name for <see cref="Http2Options.AllowAlternateSchemes"/> (the same setting: reads and writes
+    /// <see cref="Http2"/>'s): accept an HTTP/2 ":scheme" other than the connection's when it is a valid scheme.
+    /// </summary>
+    public bool AllowAlternateSchemes
+    {
+        get => Http2.AllowAlternateSchemes;
+        set => Http2.AllowAlternateSchemes = value;
+    }
+
     /// <summary>Default certificate for https endpoints without their own.</summary>
     public X509Certificate2? ServerCertificate { get; set; }
 

@@ -247,6 +247,26 @@ public class ProxyServerTests
         Assert.False(options.AddServerHeader);
     }
 
+    [Theory]
+    [InlineData("ProxyServer:AllowAlternateSchemes")]
+    [InlineData("ProxyServer:Http2:AllowAlternateSchemes")]
+    public async Task UseProxyServer_AllowAlternateSchemesKey_ReachesTheHttp2Options(string key)
+    {
+        var builder = WebApplication.CreateSlimBuilder();
+        builder.Logging.ClearProviders();
+        builder.Configuration.AddInMemoryCollection(new Dictionary<string, string?> { [key] = "true" });
+        builder.WebHost.UseUrls("http://127.0.0.1:0");
+        builder.WebHost.UseProxyServer();
+        await using var app = builder.Build();
+
+        var options = app.Services.GetRequiredService<Microsoft.Extensions.Options.IOptions<ProxyServerOptions>>().Value;
+
+        // Kestrel's top-level name and ours under Http2 are one setting; off unless configured.
+        Assert.True(options.Http2.AllowAlternateSchemes);
+        Assert.True(options.AllowAlternateSchemes);
+        Assert.False(new ProxyServerOptions().AllowAlternateSchemes);
+    }
+
     [Fact]
     public async Task StartAsync_HttpsUrlWithoutCertificate_UsesDevelopmentCertificate()
     {

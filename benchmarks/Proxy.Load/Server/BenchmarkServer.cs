@@ -97,6 +97,8 @@ public sealed class BenchmarkServer : IAsyncDisposable
         builder.WebHost.UseProxyServer(server =>
         {
             server.AddServerHeader = false;
+            // As on Kestrel below: a TLS-terminating proxy in front forwards :scheme https over h2c.
+            server.AllowAlternateSchemes = true;
             server.Listen(address, options.HttpPort, listen => listen.Protocols = ProxyProtocols.Http1AndHttp2);
             if (options.H2cPort is { } h2c)
             {
@@ -133,7 +135,7 @@ public sealed class BenchmarkServer : IAsyncDisposable
             kestrel.AddServerHeader = false;
             // Behind a TLS-terminating proxy the forwarded :scheme is https on a cleartext h2c connection
             // (HAProxy and nghttpx pass the client's scheme through). Kestrel resets such streams with
-            // PROTOCOL_ERROR unless told otherwise; our server accepts any scheme.
+            // PROTOCOL_ERROR unless told otherwise (our server too).
             kestrel.AllowAlternateSchemes = true;
             kestrel.Listen(address, options.HttpPort, listen => { listen.Protocols = KestrelProtocols.Http1; http = listen; });
             if (options.H2cPort is { } h2cPort)

@@ -63,6 +63,7 @@ else if (options.Server == "ours")
     {
         o.AddServerHeader = false;
         o.MaxRequestBodySize = null;
+        o.AllowAlternateSchemes = true; // as on Kestrel above
         if (options.H1 != 0)
         {
             o.Listen(IPAddress.Loopback, options.H1, l => l.Protocols = Proxy.Server.HttpProtocols.Http1);

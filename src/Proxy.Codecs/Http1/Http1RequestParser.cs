@@ -70,8 +70,8 @@ public static class Http1RequestParser
         try
         {
             var line = Http1FieldLines.ReadLine(ref reader, ref scratch);
-            var (version, form, isConnect) = ParseRequestLine(line, sink);
             var framing = new FramingState();
+            var (version, form, isConnect) = ParseRequestLine(line, sink, ref framing);
             Http1FieldLines.ParseSection(ref reader, sink, ref framing, ref scratch);
             head = framing.Conclude(version, form, isConnect, checked((int)(reader.Consumed - headStart)));
             consumed = reader.Position;
@@ -87,7 +87,7 @@ public static class Http1RequestParser
     }
 
     /// <summary>request-line = method SP request-target SP HTTP-version (RFC 9112 §3).</summary>
-    private static (Http1Version, Http1TargetForm, bool) ParseRequestLine(ReadOnlySpan<byte> line, IHttp1RequestSink sink)
+    private static (Http1Version, Http1TargetForm, bool) ParseRequestLine(ReadOnlySpan<byte> line, IHttp1RequestSink sink, ref FramingState framing)
     {
         var sp1 = line.IndexOf((byte)' ');
         if (sp1 <= 0)
@@ -120,6 +120,11 @@ public static class Http1RequestParser
         var version = ParseVersion(versionText);
         var isConnect = method.SequenceEqual("CONNECT"u8);
         var form = ClassifyTarget(method, target, isConnect);
+        if (form == Http1TargetForm.Absolute)
+        {
+            var authority = Http1RequestTarget.CheckAbsoluteAuthority(target, out var defaultPort);
+            framing.ExpectHost(authority, defaultPort);
+        }
         sink.OnRequestLine(method, target, version, form);
         return (version, form, isConnect);
     }
@@ -182,10 +187,20 @@ public static class Http1RequestParser
         private bool _teTrailers;
         private bool _upgrade;
         private int _hostCount;
+        // An absolute-form target's authority and its scheme's default port (copied: the line's buffer is reused).
+        private byte[]? _targetAuthority;
+        private byte[]? _targetDefaultPort;
 
         public FramingState()
         {
             _fields = new Http1FramingFields();
+        }
+
+        /// <summary>The target is absolute-form: a Host field must name the same authority.</summary>
+        public void ExpectHost(ReadOnlySpan<byte> authority, ReadOnlySpan<byte> defaultPort)
+        {
+            _targetAuthority = authority.ToArray();
+            _targetDefaultPort = defaultPort.ToArray();
         }
 
         public void Observe(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
@@ -201,6 +216,12 @@ public static class Http1RequestParser
                 {
                     // RFC 9112 §3.2: 400 for "a Host header field with an invalid field value".
                     throw Http1ParseException.BadRequest("Invalid Host header");
+                }
+                // NOTE: RFC 9112 §3.2.2 lets a server ignore Host here; ASP.NET Core apps read Request.Host from the
+                // Host field, so a different one would be served (and forwarded) as the host. Kestrel answers 400 too.
+                if (_targetAuthority is not null && !Http1RequestTarget.AuthorityEquals(value, _targetAuthority, _targetDefaultPort))
+                {
+                    throw Http1ParseException.BadRequest("Host header does not match the request target");
                 }
             }
             else if (Ascii.EqualsIgnoreCase(name, "expect"u8))

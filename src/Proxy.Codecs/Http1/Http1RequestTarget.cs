@@ -1,3 +1,5 @@
+using System.Text;
+
 namespace Proxy.Codecs.Http1;
 
 /// <summary>Checks and splits request-target forms (RFC 9112 §3.2) and Host values (RFC 9110 §7.2).</summary>
@@ -64,9 +66,46 @@ public static class Http1RequestTarget
     }
 
     /// <summary>
+    /// Checks the authority of an absolute-form target (RFC 9112 §3.2.2) and returns it with the port its scheme
+    /// implies (":80", ":443", or empty for other schemes), for <see cref="AuthorityEquals"/>. Throws 400 for
+    /// userinfo (RFC 9110 §4.2.4: a recipient "SHOULD parse for userinfo and treat its presence as an error"), for
+    /// an http(s) URI without a host (RFC 9110 §4.2.1: "MUST reject it as invalid") and for an invalid host.
+    /// </summary>
+    public static ReadOnlySpan<byte> CheckAbsoluteAuthority(ReadOnlySpan<byte> target, out ReadOnlySpan<byte> defaultPort)
+    {
+        SplitAbsolute(target, out var authority, out _);
+        var scheme = target[..target.IndexOf((byte)':')];
+        defaultPort = Ascii.EqualsIgnoreCase(scheme, "http"u8) ? ":80"u8
+            : Ascii.EqualsIgnoreCase(scheme, "https"u8) ? ":443"u8
+            : default;
+        if (authority.IndexOf((byte)'@') >= 0)
+        {
+            throw Http1ParseException.BadRequest("Userinfo in the request target");
+        }
+        if (authority.IsEmpty ? !defaultPort.IsEmpty : !IsValidHost(authority))
+        {
+            throw Http1ParseException.BadRequest("Invalid host in the request target");
+        }
+        return authority;
+    }
+
+    /// <summary>
+    /// Whether a Host value names the same authority as an absolute-form target: ASCII case-insensitive, with the
+    /// scheme's default port (<paramref name="defaultPort"/>, ":80" for http) written or left out on either side.
+    /// </summary>
+    public static bool AuthorityEquals(ReadOnlySpan<byte> host, ReadOnlySpan<byte> authority, ReadOnlySpan<byte> defaultPort)
+    {
+        return Ascii.EqualsIgnoreCase(WithoutPort(host, defaultPort), WithoutPort(authority, defaultPort));
+
+        static ReadOnlySpan<byte> WithoutPort(ReadOnlySpan<byte> value, ReadOnlySpan<byte> port) =>
+            !port.IsEmpty && value.EndsWith(port) ? value[..^port.Length] : value;
+    }
+
+    /// <summary>
     /// Splits an absolute-form target into authority and the rest, e.g. "http://a.example:8080/x?y"
     /// -> ("a.example:8080", "/x?y"). The rest can be empty or start with "?" ("http://h?q"); callers
-    /// then put "/" in front. RFC 9112 §3.2.2: the server uses this authority and ignores Host.
+    /// then put "/" in front. RFC 9112 §3.2.2: the server uses this authority, not Host. Userinfo is left in the
+    /// authority: the parser rejects it (<see cref="CheckAbsoluteAuthority"/>).
     /// </summary>
     public static void SplitAbsolute(ReadOnlySpan<byte> target, out ReadOnlySpan<byte> authority, out ReadOnlySpan<byte> pathAndQuery)
     {
@@ -79,12 +118,6 @@ public static class Http1RequestTarget
             var end = rest.IndexOfAny((byte)'/', (byte)'?', (byte)'#');
             authority = end < 0 ? rest : rest[..end];
             rest = end < 0 ? default : rest[end..];
-            // Drop userinfo, which is deprecated in http(s) URIs (RFC 9110 §4.2.4).
-            var at = authority.LastIndexOf((byte)'@');
-            if (at >= 0)
-            {
-                authority = authority[(at + 1)..];
-            }
         }
         var fragment = rest.IndexOf((byte)'#');
         pathAndQuery = fragment < 0 ? rest : rest[..fragment];

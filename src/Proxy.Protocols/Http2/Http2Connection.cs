@@ -92,7 +92,7 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
         _decoder = new HpackDecoder(Math.Max(4096, options.HeaderTableSize), Math.Max(4096, 2 * options.MaxHeaderListSize));
         _recentlyReset = new RecentStreamIds(Math.Max(100, 2 * options.MaxConcurrentStreams));
         _recentlyClosed = new RecentStreamIds(Math.Max(100, 2 * options.MaxConcurrentStreams));
-        _headerCollector = new RequestHeaderCollector(options.MaxHeaderListSize, options.MaxHeaderCount);
+        _headerCollector = new RequestHeaderCollector(options.MaxHeaderListSize, options.MaxHeaderCount, meta.Scheme, options.AllowAlternateSchemes);
         RequestPipeOptions = Http2Stream.CreateRequestPipeOptions(options);
         ResponsePipeOptions = Http2Stream.CreateResponsePipeOptions(options);
         var connectionWindow = Math.Max(65_535, options.InitialConnectionWindowSize);

@@ -20,6 +20,13 @@ public sealed class Http2Options
     public int MaxHeaderListSize { get; set; } = 32 * 1024;
     /// <summary>Maximum header fields in one request.</summary>
     public int MaxHeaderCount { get; set; } = 100;
+    /// <summary>
+    /// Accept a request whose ":scheme" differs from the connection's ("https" on TLS, "http" on cleartext) when it is a
+    /// valid RFC 3986 scheme; the app then sees that scheme. Off by default (Kestrel's AllowAlternateSchemes): such a
+    /// request is a PROTOCOL_ERROR stream error. Turn it on behind a TLS-terminating proxy that forwards ":scheme https"
+    /// over h2c (HAProxy, nghttpx).
+    /// </summary>
+    public bool AllowAlternateSchemes { get; set; }
     /// <summary>Maximum CONTINUATION frames after one HEADERS (nghttp2 allows 8; CVE-2024-27316).</summary>
     public int MaxContinuationFrames { get; set; } = 8;
     /// <summary>Largest encoded header block (HEADERS + CONTINUATION bytes) we buffer before decoding.</summary>

@@ -1,5 +1,6 @@
 using System.Text;
 using Proxy.Codecs.Hpack;
+using Proxy.Codecs.Http1;
 
 namespace Proxy.Protocols.Http2;
 
@@ -14,18 +15,27 @@ internal sealed class RequestHeaderCollector : IHpackHeaderHandler
 {
     private readonly int _maxListSize;
     private readonly int _maxCount;
+    private readonly string _connectionScheme;
+    private readonly bool _allowAlternateSchemes;
     private bool _isTrailers;
     private bool _seenRegular;
+    private int _hostIndex; // position of the host field in Fields, or -1
 
     // The previous request block's strings, reused when the next block repeats the same octets.
     private readonly List<KeyValuePair<string, string>> _previousFields = new();
     private string? _previousAuthority;
     private string? _previousPath;
 
-    public RequestHeaderCollector(int maxListSize, int maxCount)
+    /// <param name="maxListSize">Largest decoded header list (RFC 9113 §6.5.2 accounting); beyond it <see cref="TooLarge"/>.</param>
+    /// <param name="maxCount">Most fields in one list; beyond it <see cref="TooLarge"/>.</param>
+    /// <param name="connectionScheme">"https" on a TLS connection, else "http": the ":scheme" a request must carry.</param>
+    /// <param name="allowAlternateSchemes">Accept any syntactically valid ":scheme" (<see cref="Http2Options.AllowAlternateSchemes"/>).</param>
+    public RequestHeaderCollector(int maxListSize, int maxCount, string connectionScheme, bool allowAlternateSchemes)
     {
         _maxListSize = maxListSize;
         _maxCount = maxCount;
+        _connectionScheme = connectionScheme;
+        _allowAlternateSchemes = allowAlternateSchemes;
     }
 
     public string? Method { get; private set; }
@@ -56,6 +66,7 @@ internal sealed class RequestHeaderCollector : IHpackHeaderHandler
         }
         _isTrailers = isTrailers;
         _seenRegular = false;
+        _hostIndex = -1;
         Method = Scheme = Authority = Path = Host = null;
         ContentLength = null;
         Fields.Clear();
@@ -113,9 +124,21 @@ internal sealed class RequestHeaderCollector : IHpackHeaderHandler
             }
             ContentLength = length;
         }
-        else if (nameString == "host" && Host is null)
+        else if (nameString == "host" && !_isTrailers)
         {
+            // RFC 9113 §8.3.1: Host, when present, "MUST NOT be empty"; RFC 9110 §7.2: one Host, no userinfo.
+            var token = Host is not null ? "duplicate_host"
+                : value.IsEmpty ? "empty_host"
+                : value.IndexOf((byte)'@') >= 0 ? "host_userinfo"
+                : !Http1RequestTarget.IsValidHost(value) ? "invalid_host"
+                : null;
+            if (token is not null)
+            {
+                Malformed(token);
+                return;
+            }
             Host = valueString;
+            _hostIndex = Fields.Count;
         }
         Fields.Add(new(nameString, valueString));
     }
@@ -142,12 +165,18 @@ internal sealed class RequestHeaderCollector : IHpackHeaderHandler
         }
         else if (name.SequenceEqual(":scheme"u8))
         {
-            if (Scheme is not null || value.IsEmpty) { Malformed("invalid_scheme"); return; }
+            // RFC 9113 §8.3.1 refers to RFC 3986 §3.1: scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ).
+            if (Scheme is not null || !HttpFieldRules.IsValidScheme(value)) { Malformed("invalid_scheme"); return; }
             Scheme = KnownHeaderStrings.GetValue(value);
         }
         else if (name.SequenceEqual(":authority"u8))
         {
-            if (Authority is not null || !IsVisible(value)) { Malformed("invalid_authority"); return; }
+            // RFC 9113 §8.3.1: ":authority MUST NOT include the deprecated userinfo subcomponent for "http" or "https"
+            // schemed URIs" (and no other scheme of ours has one); if present it "MUST NOT be empty".
+            if (Authority is not null) { Malformed("duplicate_authority"); return; }
+            if (value.IndexOf((byte)'@') >= 0) { Malformed("authority_userinfo"); return; }
+            if (value.IsEmpty) { Malformed("empty_authority"); return; }
+            if (!Http1RequestTarget.IsValidHost(value)) { Malformed("invalid_authority"); return; }
             Authority = _previousAuthority = Reuse(_previousAuthority, value);
         }
         else if (name.SequenceEqual(":path"u8))
@@ -217,7 +246,37 @@ internal sealed class RequestHeaderCollector : IHpackHeaderHandler
         {
             Malformed("invalid_path");
         }
+        else if (!string.Equals(Scheme, _connectionScheme, StringComparison.OrdinalIgnoreCase) && !_allowAlternateSchemes)
+        {
+            // Kestrel's rule: the scheme is the connection's ("https" on TLS, "http" on cleartext) unless alternates are
+            // allowed; a client must not make the app believe a cleartext request came over TLS, or the reverse.
+            Malformed("scheme_mismatch");
+        }
+        else if (Authority is null && Host is null && (IsScheme("http") || IsScheme("https")))
+        {
+            // RFC 9113 §8.3.1: with a scheme that has a mandatory authority (http, https) "the request MUST contain
+            // either an :authority pseudo-header field or a Host header field".
+            Malformed("missing_authority");
+        }
+        if (MalformedToken is not null)
+        {
+            return;
+        }
+        if (Scheme is not null && IsScheme(_connectionScheme))
+        {
+            Scheme = _connectionScheme; // "HTTPS" is "https": the app sees the canonical string
+        }
+        if (Authority is not null && _hostIndex >= 0 && !string.Equals(Fields[_hostIndex].Value, Authority, StringComparison.Ordinal))
+        {
+            // RFC 9113 §8.3.1: "The recipient of an HTTP/2 request MUST NOT use the Host header field to determine the
+            // target URI if ":authority" is present". An app reads Request.Host from the Host field, so the field is
+            // replaced by :authority (as Kestrel does): that is the host the app serves and a proxy forwards.
+            Host = Authority;
+            Fields[_hostIndex] = new(Fields[_hostIndex].Key, Authority);
+        }
     }
+
+    private bool IsScheme(string scheme) => string.Equals(Scheme, scheme, StringComparison.OrdinalIgnoreCase);
 
     public static bool IsConnectionSpecific(string lowerName) => HttpFieldRules.IsConnectionSpecific(lowerName);
 

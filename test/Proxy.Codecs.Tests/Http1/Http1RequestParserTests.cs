@@ -43,9 +43,39 @@ public class Http1RequestParserTests
     [Fact]
     public void TryParseHead_AbsoluteForm_Accepted()
     {
-        var r = Parse("GET http://example.com:8080/x?y HTTP/1.1\r\nHost: other\r\n\r\n");
+        var r = Parse("GET http://example.com:8080/x?y HTTP/1.1\r\nHost: Example.COM:8080\r\n\r\n");
         Assert.Equal(Http1TargetForm.Absolute, r.Head.TargetForm);
         Assert.Equal("http://example.com:8080/x?y", r.Sink.Target);
+    }
+
+    [Theory]
+    [InlineData("GET http://example.com/ HTTP/1.1\r\nHost: example.com:80\r\n\r\n")]
+    [InlineData("GET https://example.com:443/ HTTP/1.1\r\nHost: example.com\r\n\r\n")]
+    [InlineData("GET http://example.com/ HTTP/1.0\r\n\r\n")]
+    public void TryParseHead_AbsoluteFormHostSameAuthority_Accepted(string text)
+    {
+        Assert.Equal(Http1TargetForm.Absolute, Parse(text).Head.TargetForm);
+    }
+
+    [Theory]
+    [InlineData("GET http://example.com/ HTTP/1.1\r\nHost: other.example\r\n\r\n", "Host header does not match the request target")]
+    [InlineData("GET http://example.com:8080/ HTTP/1.1\r\nHost: example.com\r\n\r\n", "Host header does not match the request target")]
+    [InlineData("GET https://example.com/ HTTP/1.1\r\nHost: example.com:80\r\n\r\n", "Host header does not match the request target")]
+    [InlineData("GET http://user@example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n", "Userinfo in the request target")]
+    [InlineData("GET http://user:pw@example.com/ HTTP/1.0\r\n\r\n", "Userinfo in the request target")]
+    [InlineData("GET http:///x HTTP/1.1\r\nHost: example.com\r\n\r\n", "Invalid host in the request target")]
+    [InlineData("GET http://exa\"mple.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n", "Invalid host in the request target")]
+    public void TryParseHead_AbsoluteFormBadAuthority_400WithReason(string text, string reason)
+    {
+        var error = Reject(text);
+        Assert.Equal(400, error.StatusCode);
+        Assert.Equal(reason, error.Reason);
+    }
+
+    [Fact]
+    public void TryParseHead_HostWithUserinfo_400()
+    {
+        Assert.Equal("Invalid Host header", Reject("GET / HTTP/1.1\r\nHost: user@example.com\r\n\r\n").Reason);
     }
 
     [Fact]

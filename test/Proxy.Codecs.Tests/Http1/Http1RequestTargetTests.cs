@@ -9,7 +9,7 @@ public class Http1RequestTargetTests
     [InlineData("http://a.example:8080/x?y", "a.example:8080", "/x?y")]
     [InlineData("http://a.example", "a.example", "")]
     [InlineData("http://a.example?q", "a.example", "?q")]
-    [InlineData("https://user@a.example/p#frag", "a.example", "/p")]
+    [InlineData("https://user@a.example/p#frag", "user@a.example", "/p")]
     public void SplitAbsolute_Target_AuthorityAndPath(string target, string authority, string path)
     {
         Http1RequestTarget.SplitAbsolute(Encoding.ASCII.GetBytes(target), out var a, out var p);

@@ -63,6 +63,9 @@ public sealed class FailureProxyFixture : ProxyFixture
         app.Map("/count/{**rest}", async (HttpContext context) =>
         {
             CountedPaths.Enqueue(context.Request.Path.Value ?? "");
+            // What the proxy said the client asked for, echoed for the authority tests.
+            context.Response.Headers["x-seen-forwarded-host"] = context.Request.Headers["X-Forwarded-Host"];
+            context.Response.Headers["x-seen-forwarded-proto"] = context.Request.Headers["X-Forwarded-Proto"];
             await context.Response.WriteAsync("counted");
         });
     }

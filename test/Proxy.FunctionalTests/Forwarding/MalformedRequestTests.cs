@@ -44,13 +44,28 @@ public sealed class MalformedRequestTests(FailureProxyFixture fixture) : IClassF
         ["duplicate-method"] = path => ([new(":method", "GET"), .. Request("POST", path)], null),
         // RFC 9113 §8.1.1: DATA beyond the declared content-length is malformed.
         ["content-length-mismatch"] = path => (Request("POST", path, ("content-length", "3")), Encoding.ASCII.GetBytes("more than three")),
+        // RFC 9113 §8.3.1: ":authority MUST NOT include the deprecated userinfo subcomponent".
+        ["authority-userinfo"] = path => (Request("GET", path, "http", "user@127.0.0.1"), null),
+        // RFC 9113 §8.3.1: ":authority" and Host, when present, MUST NOT be empty.
+        ["authority-empty"] = path => (Request("GET", path, "http", ""), null),
+        // RFC 9110 §7.2: Host is uri-host [":" port], no userinfo (and here it is the only authority).
+        ["host-userinfo"] = path => (Request("GET", path, "http", null, ("host", "user@127.0.0.1")), null),
+        // The connection is cleartext: ":scheme https" would make the app believe the request came over TLS.
+        ["scheme-https-on-cleartext"] = path => (Request("GET", path, "https", "127.0.0.1"), null),
+        // RFC 3986 §3.1: a scheme is ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ).
+        ["scheme-not-a-scheme"] = path => (Request("GET", path, "http://x", "127.0.0.1"), null),
     };
 
     private static List<KeyValuePair<string, string>> Request(string method, string path, params (string Name, string Value)[] extra) =>
+        Request(method, path, "http", "127.0.0.1", extra);
+
+    /// <summary>A request with this :scheme and :authority (none when <paramref name="authority"/> is null).</summary>
+    private static List<KeyValuePair<string, string>> Request(string method, string path, string scheme, string? authority,
+        params (string Name, string Value)[] extra) =>
     [
         new(":method", method),
-        new(":scheme", "http"),
-        new(":authority", "127.0.0.1"),
+        new(":scheme", scheme),
+        .. authority is null ? [] : new KeyValuePair<string, string>[] { new(":authority", authority) },
         new(":path", path),
         .. extra.Select(e => new KeyValuePair<string, string>(e.Name, e.Value)),
     ];
@@ -84,6 +99,53 @@ public sealed class MalformedRequestTests(FailureProxyFixture fixture) : IClassF
             Assert.Contains(rejection, new[] { "RST_STREAM PROTOCOL_ERROR", "GOAWAY PROTOCOL_ERROR", "400" });
         }
 
+        await AssertBackendSawNothingAsync(kind, id);
+    }
+
+    /// <summary>
+    /// RFC 9113 §8.3.1: with ":authority" present the recipient MUST NOT use Host. The request is served for its
+    /// :authority on both servers (Host is replaced by it, as Kestrel does), so X-Forwarded-Host names that authority,
+    /// never the Host field the client added beside it.
+    /// </summary>
+    [Theory]
+    [InlineData(ServerKind.Kestrel)]
+    [InlineData(ServerKind.ProxyServer)]
+    public async Task Http2HostDiffersFromAuthority_ForwardedAsTheAuthority(ServerKind kind)
+    {
+        var proxy = await fixture.ProxyAsync(kind);
+        var path = $"/count/{Guid.NewGuid():N}";
+        await using var peer = await Http2TestPeer.ConnectAsync(new IPEndPoint(IPAddress.Loopback, proxy.H2cAddress.Port));
+        await peer.HandshakeAsync();
+
+        await peer.SendHeaderBlockAsync(1, Http2TestPeer.EncodeHeadersRaw(Request("GET", path, "http", "served.example", ("host", "evil.example"))),
+            endStream: true, endHeaders: true);
+        var response = await peer.ReadResponseAsync(1);
+
+        Assert.Equal("200", response.Status);
+        Assert.Equal("served.example", response.Headers["x-seen-forwarded-host"]);
+        Assert.Equal("http", response.Headers["x-seen-forwarded-proto"]);
+        Assert.Contains(path, fixture.CountedPaths);
+    }
+
+    /// <summary>HTTP/1.1: an absolute-form target names the authority; a Host naming another is refused (400, as Kestrel does).</summary>
+    [Theory]
+    [InlineData(ServerKind.Kestrel, "GET http://served.example{0} HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")]
+    [InlineData(ServerKind.ProxyServer, "GET http://served.example{0} HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")]
+    [InlineData(ServerKind.Kestrel, "GET {0} HTTP/1.1\r\nHost: user@127.0.0.1\r\nConnection: close\r\n\r\n")]
+    [InlineData(ServerKind.ProxyServer, "GET {0} HTTP/1.1\r\nHost: user@127.0.0.1\r\nConnection: close\r\n\r\n")]
+    [InlineData(ServerKind.ProxyServer, "GET http://user@served.example{0} HTTP/1.1\r\nHost: served.example\r\nConnection: close\r\n\r\n")]
+    public async Task Http11BadAuthority_400_BackendSeesNothing(ServerKind kind, string requestFormat)
+    {
+        var proxy = await fixture.ProxyAsync(kind);
+        var id = Guid.NewGuid().ToString("N");
+        using var socket = new Socket(SocketType.Stream, ProtocolType.Tcp);
+        await socket.ConnectAsync(IPAddress.Loopback, proxy.HttpAddress.Port);
+        await using var stream = new NetworkStream(socket, ownsSocket: false);
+
+        await stream.WriteAsync(Encoding.ASCII.GetBytes(string.Format(System.Globalization.CultureInfo.InvariantCulture, requestFormat, $"/count/{id}")));
+        var answer = await ReadUntilClosedAsync(stream);
+
+        Assert.StartsWith("HTTP/1.1 400", answer);
         await AssertBackendSawNothingAsync(kind, id);
     }
 

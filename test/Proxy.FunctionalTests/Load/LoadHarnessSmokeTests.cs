@@ -146,8 +146,8 @@ public sealed class LoadHarnessSmokeTests(LoadBackendFixture backend) : IClassFi
 
     /// <summary>
     /// What HAProxy and nghttpx send the backend for a client that came over TLS: an h2c request with
-    /// <c>:scheme https</c>. Kestrel resets it (PROTOCOL_ERROR) unless AllowAlternateSchemes is set, which
-    /// made every gRPC-over-TLS run through those proxies fail.
+    /// <c>:scheme https</c>. Kestrel and our server reset it (PROTOCOL_ERROR) unless AllowAlternateSchemes is set
+    /// (the benchmark backend sets it on both), which made every gRPC-over-TLS run through those proxies fail.
     /// </summary>
     [Theory]
     [InlineData(ServerKind.Kestrel)]

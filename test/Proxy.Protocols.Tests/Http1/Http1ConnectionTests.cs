@@ -48,7 +48,7 @@ public class Http1ConnectionTests
     public async Task Get_AbsoluteFormTarget_AuthorityFromTargetNotHost()
     {
         await using var h = new Http1Harness(Echo);
-        await h.SendAsync("GET http://target.example:81/p?q HTTP/1.1\r\nHost: ignored\r\n\r\n");
+        await h.SendAsync("GET http://target.example:81/p?q HTTP/1.1\r\nHost: TARGET.example:81\r\n\r\n");
 
         Assert.Equal("GET /p?q HTTP/1.1 target.example:81 []", (await h.ReadResponseAsync()).Body);
     }
@@ -237,6 +237,9 @@ public class Http1ConnectionTests
     [InlineData("GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501)]
     [InlineData("GET / HTTP/2.0\r\nHost: h\r\n\r\n", 505)]
     [InlineData("GET / HTTP/1.1\r\nHost: h\nX: y\r\n\r\n", 400)]
+    [InlineData("GET / HTTP/1.1\r\nHost: user@h\r\n\r\n", 400)]
+    [InlineData("GET http://user@h/ HTTP/1.1\r\nHost: h\r\n\r\n", 400)]
+    [InlineData("GET http://target.example/ HTTP/1.1\r\nHost: other.example\r\n\r\n", 400)]
     public async Task BadRequest_ParserError_StatusAndClose(string request, int status)
     {
         var called = false;
@@ -249,6 +252,20 @@ public class Http1ConnectionTests
         Assert.Equal("close", r.Header("Connection"));
         Assert.False(string.IsNullOrEmpty(r.Body));
         Assert.Equal("", await h.ReadToEndAsync());
+        Assert.False(called);
+    }
+
+    [Fact]
+    public async Task Get_AbsoluteFormHostMismatch_400NamesTheReason()
+    {
+        var called = false;
+        await using var h = new Http1Harness(_ => { called = true; return Task.CompletedTask; });
+        await h.SendAsync("GET http://target.example/p HTTP/1.1\r\nHost: evil.example\r\n\r\n");
+
+        var r = await h.ReadResponseAsync();
+
+        Assert.Equal(400, r.Status);
+        Assert.Contains("Host header does not match the request target", r.Body);
         Assert.False(called);
     }
 

@@ -38,7 +38,113 @@ public class Http2RequestValidationTests
         { "method_with_space", H((":method", "GET / HTTP/1.1"), (":scheme", "http"), (":path", "/")) },
         { "path_with_space", H((":method", "GET"), (":scheme", "http"), (":path", "/a b")) },
         { "bad_content_length", H((":method", "GET"), (":scheme", "http"), (":path", "/"), ("content-length", "12a")) },
+        // RFC 9113 §8.3.1: no userinfo in :authority; :authority and Host, when present, not empty; one of them present.
+        { "authority_userinfo", H((":method", "GET"), (":scheme", "http"), (":authority", "user@localhost"), (":path", "/")) },
+        { "authority_userinfo_password", H((":method", "GET"), (":scheme", "http"), (":authority", "user:pw@localhost:80"), (":path", "/")) },
+        { "authority_empty", H((":method", "GET"), (":scheme", "http"), (":authority", ""), (":path", "/")) },
+        { "authority_invalid_char", H((":method", "GET"), (":scheme", "http"), (":authority", "local\"host"), (":path", "/")) },
+        { "authority_duplicate", H((":method", "GET"), (":scheme", "http"), (":authority", "localhost"), (":authority", "localhost"), (":path", "/")) },
+        { "host_userinfo", H((":method", "GET"), (":scheme", "http"), (":path", "/"), ("host", "user@localhost")) },
+        { "host_empty", H((":method", "GET"), (":scheme", "http"), (":authority", "localhost"), (":path", "/"), ("host", "")) },
+        { "host_duplicate", H((":method", "GET"), (":scheme", "http"), (":path", "/"), ("host", "localhost"), ("host", "other")) },
+        { "no_authority_nor_host", H((":method", "GET"), (":scheme", "http"), (":path", "/"), ("x-a", "1")) },
+        // :scheme is an RFC 3986 scheme and the connection's own (cleartext here: "http").
+        { "scheme_https_on_cleartext", H((":method", "GET"), (":scheme", "https"), (":authority", "localhost"), (":path", "/")) },
+        { "scheme_with_authority", H((":method", "GET"), (":scheme", "http://x"), (":authority", "localhost"), (":path", "/")) },
+        { "scheme_empty", H((":method", "GET"), (":scheme", ""), (":authority", "localhost"), (":path", "/")) },
+        { "connect_authority_userinfo", H((":method", "CONNECT"), (":authority", "user@example.com:443")) },
     };
+
+    public static TheoryData<string, List<KeyValuePair<string, string>>> AlternateSchemeRequests => new()
+    {
+        // Even with alternates allowed a :scheme must be a scheme.
+        { "scheme_with_authority", H((":method", "GET"), (":scheme", "http://x"), (":authority", "localhost"), (":path", "/")) },
+        { "scheme_leading_digit", H((":method", "GET"), (":scheme", "1http"), (":authority", "localhost"), (":path", "/")) },
+        { "authority_userinfo", H((":method", "GET"), (":scheme", "https"), (":authority", "user@localhost"), (":path", "/")) },
+    };
+
+    [Theory]
+    [MemberData(nameof(AlternateSchemeRequests))]
+    public async Task HEADERS_MalformedWithAlternateSchemesAllowed_ProtocolStreamError(string caseName, List<KeyValuePair<string, string>> headers)
+    {
+        var calls = 0;
+        await using var peer = await Http2TestPeer.StartAsync(_ =>
+        {
+            Interlocked.Increment(ref calls);
+            return Task.CompletedTask;
+        }, new Http2Options { AllowAlternateSchemes = true });
+        await peer.HandshakeAsync();
+
+        await peer.SendHeaderBlockAsync(1, Http2TestPeer.EncodeHeadersRaw(headers), endStream: true, endHeaders: true);
+
+        await peer.ExpectRstStreamAsync(1, Http2ErrorCode.ProtocolError);
+        await peer.SendRequestHeadersAsync(3);
+        Assert.Equal("200", (await peer.ReadResponseAsync(3)).Status);
+        Assert.True(Volatile.Read(ref calls) == 1, $"{caseName}: the app saw {calls} requests.");
+    }
+
+    [Fact]
+    public async Task HEADERS_AlternateSchemeAllowed_AppSeesTheRequestScheme()
+    {
+        await using var peer = await Http2TestPeer.StartAsync(exchange =>
+        {
+            exchange.ResponseHeaders.Add("x-scheme", exchange.Scheme);
+            return Task.CompletedTask;
+        }, new Http2Options { AllowAlternateSchemes = true });
+        await peer.HandshakeAsync();
+
+        await peer.SendHeadersAsync(1, H((":method", "GET"), (":scheme", "https"), (":authority", "localhost"), (":path", "/")), endStream: true);
+
+        Assert.Equal("https", (await peer.ExpectHeadersAsync(1))["x-scheme"]);
+    }
+
+    [Fact]
+    public async Task HEADERS_SchemeInUppercase_AppSeesConnectionScheme()
+    {
+        await using var peer = await Http2TestPeer.StartAsync(exchange =>
+        {
+            exchange.ResponseHeaders.Add("x-scheme", exchange.Scheme);
+            return Task.CompletedTask;
+        });
+        await peer.HandshakeAsync();
+
+        await peer.SendHeadersAsync(1, H((":method", "GET"), (":scheme", "HTTP"), (":authority", "localhost"), (":path", "/")), endStream: true);
+
+        Assert.Equal("http", (await peer.ExpectHeadersAsync(1))["x-scheme"]);
+    }
+
+    [Fact]
+    public async Task HEADERS_HostDiffersFromAuthority_AuthorityWinsAndReplacesHost()
+    {
+        await using var peer = await Http2TestPeer.StartAsync(exchange =>
+        {
+            exchange.ResponseHeaders.Add("x-authority", exchange.Authority);
+            exchange.ResponseHeaders.Add("x-host", string.Join(",", exchange.RequestHeaders.Where(f => f.Key == "host").Select(f => f.Value)));
+            return Task.CompletedTask;
+        });
+        await peer.HandshakeAsync();
+
+        await peer.SendHeadersAsync(1, H((":method", "GET"), (":scheme", "http"), (":authority", "served.example"), (":path", "/"), ("host", "evil.example")), endStream: true);
+
+        var response = await peer.ExpectHeadersAsync(1);
+        Assert.Equal("served.example", response["x-authority"]);
+        Assert.Equal("served.example", response["x-host"]);
+    }
+
+    [Fact]
+    public async Task HEADERS_HostWithoutAuthority_HostIsTheAuthority()
+    {
+        await using var peer = await Http2TestPeer.StartAsync(exchange =>
+        {
+            exchange.ResponseHeaders.Add("x-authority", exchange.Authority);
+            return Task.CompletedTask;
+        });
+        await peer.HandshakeAsync();
+
+        await peer.SendHeadersAsync(1, H((":method", "GET"), (":scheme", "http"), (":path", "/"), ("host", "h.example:8080")), endStream: true);
+
+        Assert.Equal("h.example:8080", (await peer.ExpectHeadersAsync(1))["x-authority"]);
+    }
 
     [Theory]
     [MemberData(nameof(MalformedRequests))]
@@ -200,7 +306,7 @@ public class Http2RequestValidationTests
         await using var peer = await Http2TestPeer.StartAsync(_ => Task.CompletedTask, options);
         await peer.HandshakeAsync();
         // HPACK bomb shape: one literal added to the dynamic table, then referenced many times by 1-byte indexes.
-        var first = peer.EncodeHeaders([new(":method", "GET"), new(":scheme", "http"), new(":path", "/"), new("x-bomb", new string('b', 500))]);
+        var first = peer.EncodeHeaders([new(":method", "GET"), new(":scheme", "http"), new(":authority", "localhost"), new(":path", "/"), new("x-bomb", new string('b', 500))]);
         await peer.SendHeaderBlockAsync(1, first[..], endStream: true, endHeaders: true);
         await peer.ReadResponseAsync(1);
         var block = Enumerable.Repeat((byte)0xbe, 10).ToArray(); // index 62: the 500-byte entry, ten times

@@ -20,8 +20,8 @@ public class RequestHeaderCollectorTests
     [Fact]
     public void OnHeader_KnownNameAndValue_ReturnsInternedStrings()
     {
-        var first = Collect(new RequestHeaderCollector(16_384, 100),
-            (":method", "POST"), (":scheme", "https"), (":path", "/a"), ("content-type", "application/grpc"), ("te", "trailers"));
+        var first = Collect(new RequestHeaderCollector(16_384, 100, "https", allowAlternateSchemes: false),
+            (":method", "POST"), (":scheme", "https"), (":authority", "h"), (":path", "/a"), ("content-type", "application/grpc"), ("te", "trailers"));
 
         Assert.Null(first.MalformedToken);
         Assert.Same(KnownHeaderStrings.FindValue("POST"u8), first.Method);
@@ -34,7 +34,7 @@ public class RequestHeaderCollectorTests
     [Fact]
     public void OnHeader_SameFieldsNextBlock_ReusesStrings()
     {
-        var collector = new RequestHeaderCollector(16_384, 100);
+        var collector = new RequestHeaderCollector(16_384, 100, "http", allowAlternateSchemes: false);
         Collect(collector, (":method", "GET"), (":scheme", "http"), (":path", "/x"), (":authority", "h:1"), ("user-agent", "ua/1 é"));
         var path = collector.Path;
         var authority = collector.Authority;
@@ -50,13 +50,47 @@ public class RequestHeaderCollectorTests
     [Fact]
     public void OnHeader_ChangedValuesNextBlock_NewExactStrings()
     {
-        var collector = new RequestHeaderCollector(16_384, 100);
-        Collect(collector, (":method", "GET"), (":scheme", "http"), (":path", "/x"), ("x-a", "one"), ("x-b", "two"));
+        var collector = new RequestHeaderCollector(16_384, 100, "http", allowAlternateSchemes: false);
+        Collect(collector, (":method", "GET"), (":scheme", "http"), (":path", "/x"), ("host", "h"), ("x-a", "one"), ("x-b", "two"));
 
         // Same lengths, different octets; and fields shifted by one position.
-        Collect(collector, (":method", "GET"), (":scheme", "http"), (":path", "/y"), ("x-b", "two"), ("x-a", "ong"));
+        Collect(collector, (":method", "GET"), (":scheme", "http"), (":path", "/y"), ("host", "h"), ("x-b", "two"), ("x-a", "ong"));
 
         Assert.Equal("/y", collector.Path);
-        Assert.Equal([new("x-b", "two"), new("x-a", "ong")], collector.Fields);
+        Assert.Equal([new("host", "h"), new("x-b", "two"), new("x-a", "ong")], collector.Fields);
+    }
+
+    [Fact]
+    public void ValidateRequestComplete_HostDiffersFromAuthority_HostReplacedByAuthority()
+    {
+        var collector = Collect(new RequestHeaderCollector(16_384, 100, "http", allowAlternateSchemes: false),
+            (":method", "GET"), (":scheme", "http"), (":authority", "served.example"), (":path", "/"), ("x-a", "1"), ("host", "evil.example"));
+
+        Assert.Null(collector.MalformedToken);
+        Assert.Equal("served.example", collector.Authority);
+        Assert.Equal("served.example", collector.Host);
+        Assert.Equal([new("x-a", "1"), new("host", "served.example")], collector.Fields);
+    }
+
+    [Theory]
+    [InlineData("https", "https", false, null)]
+    [InlineData("HTTPS", "https", false, null)]
+    [InlineData("http", "https", false, "scheme_mismatch")]
+    [InlineData("https", "http", false, "scheme_mismatch")]
+    [InlineData("https", "http", true, null)]
+    [InlineData("grpc+x.y-z", "http", true, null)]
+    [InlineData("http://x", "http", true, "invalid_scheme")]
+    [InlineData("1http", "http", true, "invalid_scheme")]
+    public void ValidateRequestComplete_Scheme_CheckedAgainstConnection(string scheme, string connectionScheme, bool allowAlternates, string? token)
+    {
+        var collector = Collect(new RequestHeaderCollector(16_384, 100, connectionScheme, allowAlternates),
+            (":method", "GET"), (":scheme", scheme), (":authority", "h"), (":path", "/"));
+
+        Assert.Equal(token, collector.MalformedToken);
+        if (token is null)
+        {
+            // The app sees the connection's own string when they match, else the accepted alternate.
+            Assert.Equal(string.Equals(scheme, connectionScheme, StringComparison.OrdinalIgnoreCase) ? connectionScheme : scheme, collector.Scheme);
+        }
     }
 }
