@@ -67,6 +67,7 @@ public sealed class ProxyHostApp : IAsyncDisposable
         HostServer.Use(builder, server);
 
         var demoOptions = builder.Configuration.GetSection("Demo").Get<DemoOptions>() ?? new DemoOptions();
+        HostUrls.Validate(builder.Configuration, demoOptions.Enabled);
         DemoBackends? demo = null;
         try
         {

@@ -98,4 +98,31 @@ public sealed class ConfigFileTests
 
         Assert.Equal(HttpStatusCode.OK, status);
     }
+
+    [Theory]
+    [InlineData("proxy")]
+    [InlineData("kestrel")]
+    public async Task RunAsync_UrlPortOutOfRange_ExitsOneNamingOptionAndValue(string server)
+    {
+        using var folder = new TempFolder();
+        var error = new StringWriter();
+
+        var exitCode = await ProxyHostApp.RunAsync([.. HostRunner.PortZeroArguments(folder), $"--Host:Server={server}", "--urls=http://127.0.0.1:70000"], error);
+
+        Assert.Equal(1, exitCode);
+        Assert.Contains("--urls 'http://127.0.0.1:70000': port 70000 is out of range (0-65535).", error.ToString());
+    }
+
+    [Fact]
+    public async Task RunAsync_DemoUrlNotAUrl_ExitsOneNamingKey()
+    {
+        using var folder = new TempFolder();
+        var config = folder.Write("proxy.json", """{ "Demo": { "Enabled": true }, "ReverseProxy": { } }""");
+        var error = new StringWriter();
+
+        var exitCode = await ProxyHostApp.RunAsync([.. HostRunner.PortZeroArguments(folder), "--config", config, "--Demo:SseUrl=http://127.0.0.1:sse"], error);
+
+        Assert.Equal(1, exitCode);
+        Assert.Contains("--Demo:SseUrl 'http://127.0.0.1:sse': port 'sse' is not a number.", error.ToString());
+    }
 }
