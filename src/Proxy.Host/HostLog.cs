@@ -10,4 +10,7 @@ internal static partial class HostLog
 
     [LoggerMessage(3, LogLevel.Information, "Try: {Command}")]
     public static partial void TryIt(ILogger logger, string command);
+
+    [LoggerMessage(4, LogLevel.Error, "Config file '{ConfigFile}' was not reloaded: {Reason}; the last good configuration stays in use.")]
+    public static partial void ConfigReloadFailed(ILogger logger, string configFile, string reason);
 }

@@ -51,11 +51,17 @@ public sealed class ProxyHostApp : IAsyncDisposable
     /// the routes can point at their bound ports). Throws <see cref="ProxyConfigException"/> for an invalid
     /// ReverseProxy section and <see cref="HostStartupException"/> for a missing or unreadable config file.
     /// </summary>
-    public static async Task<ProxyHostApp> BuildAsync(string[] args, CancellationToken cancellationToken = default)
+    public static Task<ProxyHostApp> BuildAsync(string[] args, CancellationToken cancellationToken = default)
+        => BuildAsync(args, configure: null, cancellationToken);
+
+    /// <summary>Test hook: <paramref name="configure"/> sees the builder after the host's own logging setup (to add a log capture).</summary>
+    internal static async Task<ProxyHostApp> BuildAsync(string[] args, Action<WebApplicationBuilder>? configure, CancellationToken cancellationToken)
     {
         var builder = WebApplication.CreateBuilder(new WebApplicationOptions { Args = args });
-        var configFile = HostConfiguration.Apply(builder, args);
+        var reloadLog = new ConfigFileReloadLog();
+        var configFile = HostConfiguration.Apply(builder, args, reloadLog);
         HostConfiguration.ConfigureLogging(builder);
+        configure?.Invoke(builder);
         var server = HostServer.Read(builder.Configuration);
         // Kestrel:Endpoints replace the URLs (Kestrel would warn that it overrides the default ones).
         if (string.IsNullOrEmpty(builder.Configuration[WebHostDefaults.ServerUrlsKey])
@@ -80,6 +86,7 @@ public sealed class ProxyHostApp : IAsyncDisposable
             // The native relay: the default transport on our server; on Kestrel clusters opt in with "Transport": "Native".
             builder.Services.AddProxyForwarding().LoadFromConfig(builder.Configuration.GetSection(ReverseProxySection)).AddNativeRelay();
             var app = builder.Build();
+            reloadLog.Logger = app.Services.GetRequiredService<ILoggerFactory>().CreateLogger("Proxy.Host");
             app.MapProxyForwarding(); // Loads and validates the config: a bad one throws here, before any port is bound.
             return new ProxyHostApp(app, server, demo, configFile);
         }
@@ -95,9 +102,13 @@ public sealed class ProxyHostApp : IAsyncDisposable
     }
 
     /// <summary>Builds and starts the proxy; the returned host is serving.</summary>
-    public static async Task<ProxyHostApp> StartAsync(string[] args, CancellationToken cancellationToken = default)
+    public static Task<ProxyHostApp> StartAsync(string[] args, CancellationToken cancellationToken = default)
+        => StartAsync(args, configure: null, cancellationToken);
+
+    /// <summary>Test hook: see <see cref="BuildAsync(string[], Action{WebApplicationBuilder}?, CancellationToken)"/>.</summary>
+    internal static async Task<ProxyHostApp> StartAsync(string[] args, Action<WebApplicationBuilder>? configure, CancellationToken cancellationToken)
     {
-        var host = await BuildAsync(args, cancellationToken);
+        var host = await BuildAsync(args, configure, cancellationToken);
         try
         {
             await host.App.StartAsync(cancellationToken);
