@@ -1,4 +1,7 @@
+using System.Diagnostics;
+using System.Runtime.InteropServices;
 using Microsoft.AspNetCore.Http.Features;
+using Microsoft.Extensions.Options;
 using Microsoft.AspNetCore.Hosting.Server;
 using Microsoft.AspNetCore.Hosting.Server.Features;
 using Proxy.Forwarding;
@@ -157,10 +160,72 @@ public sealed class ProxyHostApp : IAsyncDisposable
 
         await using (host)
         {
-            await host.App.WaitForShutdownAsync(cancellationToken);
+            await host.WaitForStopSignalAsync(cancellationToken);
+            await host.StopGracefullyAsync();
         }
 
         return 0;
+    }
+
+    /// <summary>Completes when the host is asked to stop: Ctrl+C, SIGTERM, StopApplication, or <paramref name="cancellationToken"/>.</summary>
+    private async Task WaitForStopSignalAsync(CancellationToken cancellationToken)
+    {
+        var stopping = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        using (App.Lifetime.ApplicationStopping.Register(() => stopping.TrySetResult()))
+        using (cancellationToken.Register(App.Lifetime.StopApplication))
+        {
+            await stopping.Task;
+        }
+    }
+
+    /// <summary>
+    /// The graceful stop after the first signal: open requests get the host's shutdown timeout to finish (event streams
+    /// end at once: the forwarder ends them on ApplicationStopping), and says so. A second Ctrl+C or SIGTERM cancels the
+    /// wait: the remaining connections are aborted and the process exits.
+    /// </summary>
+    private async Task StopGracefullyAsync()
+    {
+        using var now = new CancellationTokenSource();
+        // NOTE: the console lifetime already handles these signals, and for every one only asks the host to stop, which
+        // it is doing: a second Ctrl+C would change nothing. These registrations are added after the first signal, so any
+        // signal they see is the second.
+        var registrations = new List<PosixSignalRegistration>();
+        foreach (var signal in new[] { PosixSignal.SIGINT, PosixSignal.SIGTERM, PosixSignal.SIGQUIT })
+        {
+            try
+            {
+                registrations.Add(PosixSignalRegistration.Create(signal, context =>
+                {
+                    context.Cancel = true; // the process ends when the stop below returns, with the connections aborted
+                    now.Cancel();
+                }));
+            }
+            catch (PlatformNotSupportedException)
+            {
+                // SIGQUIT on Windows: Ctrl+C and SIGTERM still work.
+            }
+        }
+
+        try
+        {
+            var logger = App.Services.GetRequiredService<ILoggerFactory>().CreateLogger("Proxy.Host");
+            var timeout = App.Services.GetRequiredService<IOptions<HostOptions>>().Value.ShutdownTimeout;
+            HostLog.Stopping(logger, timeout);
+            var started = Stopwatch.GetTimestamp();
+            await App.StopAsync(now.Token);
+            if (now.IsCancellationRequested)
+            {
+                HostLog.StoppedAtOnce(logger, Stopwatch.GetElapsedTime(started));
+            }
+            else
+            {
+                HostLog.Stopped(logger, Stopwatch.GetElapsedTime(started));
+            }
+        }
+        finally
+        {
+            registrations.ForEach(r => r.Dispose());
+        }
     }
 
     private void LogStarted()
