@@ -11,12 +11,16 @@ internal static class HostConfiguration
     /// <summary>The command-line key naming a user's config file (<c>--config FILE</c>).</summary>
     public const string ConfigKey = "config";
 
+    /// <summary>The assembly metadata key that records the project folder at build time (see Proxy.Host.csproj).</summary>
+    public const string ProjectDirectoryMetadataKey = "ProxyHostProjectDirectory";
+
     /// <summary>
     /// Sources, lowest precedence first: built-in logging defaults, appsettings*.json (current folder), the
-    /// proxy config file (--config FILE, else the bundled proxy.json; reloaded on change), environment
-    /// variables, the command line. Returns the proxy config file's full path.
+    /// proxy config file (--config FILE, else the bundled proxy.json; reloaded on change, a failed reload
+    /// reported to <paramref name="reloadLog"/>), environment variables, the command line. Returns the proxy
+    /// config file's full path.
     /// </summary>
-    public static string Apply(WebApplicationBuilder builder, string[] args)
+    public static string Apply(WebApplicationBuilder builder, string[] args, ConfigFileReloadLog reloadLog)
     {
         // Concise defaults that any file can override: requests and routing chatter stay out of the console.
         builder.Configuration.Sources.Insert(0, new MemoryConfigurationSource
@@ -33,7 +37,7 @@ internal static class HostConfiguration
 
         var named = builder.Configuration[ConfigKey];
         var path = string.IsNullOrWhiteSpace(named)
-            ? Path.Combine(AppContext.BaseDirectory, BundledConfigFileName)
+            ? BundledConfigPath(AppContext.BaseDirectory, ProjectDirectory())
             : Path.GetFullPath(named);
         if (!File.Exists(path))
         {
@@ -44,13 +48,14 @@ internal static class HostConfiguration
 
         try
         {
-            builder.Configuration.AddJsonFile(path, optional: false, reloadOnChange: true);
+            var source = new ConfigFileSource(reloadLog) { Path = path, Optional = false, ReloadOnChange = true };
+            source.ResolveFileProvider(); // an absolute path: watched in its own folder, not under the content root
+            ((IConfigurationBuilder)builder.Configuration).Add(source);
         }
         catch (InvalidDataException ex)
         {
-            // A JSON syntax error: the innermost exception (from System.Text.Json) has the line and position.
-            var cause = ex.GetBaseException();
-            throw new HostStartupException($"Config file '{path}' is not valid JSON: {cause.Message}", ex);
+            // A JSON syntax error: System.Text.Json's exception inside has the line and column.
+            throw new HostStartupException($"Config file '{path}' is not valid JSON: {JsonErrors.Describe(ex)}", ex);
         }
 
         // Re-added after the file so that they still win over it, as they do over appsettings.json.
@@ -58,6 +63,29 @@ internal static class HostConfiguration
         builder.Configuration.AddCommandLine(args);
         return path;
     }
+
+    /// <summary>
+    /// The bundled proxy.json to use: the project's own src/Proxy.Host/proxy.json when the executable runs from that
+    /// project's build output (<c>dotnet run</c>), so the file a user edits is the one watched; otherwise the copy next
+    /// to the executable (a published or installed proxy, the tests).
+    /// </summary>
+    public static string BundledConfigPath(string baseDirectory, string? projectDirectory)
+    {
+        var besideExecutable = Path.Combine(baseDirectory, BundledConfigFileName);
+        if (projectDirectory is null)
+        {
+            return besideExecutable;
+        }
+
+        var project = Path.TrimEndingDirectorySeparator(Path.GetFullPath(projectDirectory)) + Path.DirectorySeparatorChar;
+        var source = Path.Combine(project, BundledConfigFileName);
+        return Path.GetFullPath(baseDirectory).StartsWith(project, StringComparison.Ordinal) && File.Exists(source) ? source : besideExecutable;
+    }
+
+    private static string? ProjectDirectory() =>
+        typeof(HostConfiguration).Assembly.GetCustomAttributes(typeof(System.Reflection.AssemblyMetadataAttribute), inherit: false)
+            .Cast<System.Reflection.AssemblyMetadataAttribute>()
+            .FirstOrDefault(a => a.Key == ProjectDirectoryMetadataKey)?.Value;
 
     public static void ConfigureLogging(WebApplicationBuilder builder)
     {

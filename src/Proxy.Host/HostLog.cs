@@ -10,4 +10,16 @@ internal static partial class HostLog
 
     [LoggerMessage(3, LogLevel.Information, "Try: {Command}")]
     public static partial void TryIt(ILogger logger, string command);
+
+    [LoggerMessage(4, LogLevel.Error, "Config file '{ConfigFile}' was not reloaded: {Reason}; the last good configuration stays in use.")]
+    public static partial void ConfigReloadFailed(ILogger logger, string configFile, string reason);
+
+    [LoggerMessage(5, LogLevel.Information, "Stopping: open requests get up to {Timeout} to finish (event streams end now); press Ctrl+C again to stop at once.")]
+    public static partial void Stopping(ILogger logger, TimeSpan timeout);
+
+    [LoggerMessage(6, LogLevel.Information, "Stopped after {Elapsed}.")]
+    public static partial void Stopped(ILogger logger, TimeSpan elapsed);
+
+    [LoggerMessage(7, LogLevel.Warning, "Stopped at once after {Elapsed} (second signal): open requests were aborted.")]
+    public static partial void StoppedAtOnce(ILogger logger, TimeSpan elapsed);
 }

@@ -1,4 +1,7 @@
+using System.Diagnostics;
+using System.Runtime.InteropServices;
 using Microsoft.AspNetCore.Http.Features;
+using Microsoft.Extensions.Options;
 using Microsoft.AspNetCore.Hosting.Server;
 using Microsoft.AspNetCore.Hosting.Server.Features;
 using Proxy.Forwarding;
@@ -51,11 +54,17 @@ public sealed class ProxyHostApp : IAsyncDisposable
     /// the routes can point at their bound ports). Throws <see cref="ProxyConfigException"/> for an invalid
     /// ReverseProxy section and <see cref="HostStartupException"/> for a missing or unreadable config file.
     /// </summary>
-    public static async Task<ProxyHostApp> BuildAsync(string[] args, CancellationToken cancellationToken = default)
+    public static Task<ProxyHostApp> BuildAsync(string[] args, CancellationToken cancellationToken = default)
+        => BuildAsync(args, configure: null, cancellationToken);
+
+    /// <summary>Test hook: <paramref name="configure"/> sees the builder after the host's own logging setup (to add a log capture).</summary>
+    internal static async Task<ProxyHostApp> BuildAsync(string[] args, Action<WebApplicationBuilder>? configure, CancellationToken cancellationToken)
     {
         var builder = WebApplication.CreateBuilder(new WebApplicationOptions { Args = args });
-        var configFile = HostConfiguration.Apply(builder, args);
+        var reloadLog = new ConfigFileReloadLog();
+        var configFile = HostConfiguration.Apply(builder, args, reloadLog);
         HostConfiguration.ConfigureLogging(builder);
+        configure?.Invoke(builder);
         var server = HostServer.Read(builder.Configuration);
         // Kestrel:Endpoints replace the URLs (Kestrel would warn that it overrides the default ones).
         if (string.IsNullOrEmpty(builder.Configuration[WebHostDefaults.ServerUrlsKey])
@@ -67,6 +76,7 @@ public sealed class ProxyHostApp : IAsyncDisposable
         HostServer.Use(builder, server);
 
         var demoOptions = builder.Configuration.GetSection("Demo").Get<DemoOptions>() ?? new DemoOptions();
+        HostUrls.Validate(builder.Configuration, demoOptions.Enabled);
         DemoBackends? demo = null;
         try
         {
@@ -79,6 +89,7 @@ public sealed class ProxyHostApp : IAsyncDisposable
             // The native relay: the default transport on our server; on Kestrel clusters opt in with "Transport": "Native".
             builder.Services.AddProxyForwarding().LoadFromConfig(builder.Configuration.GetSection(ReverseProxySection)).AddNativeRelay();
             var app = builder.Build();
+            reloadLog.Logger = app.Services.GetRequiredService<ILoggerFactory>().CreateLogger("Proxy.Host");
             app.MapProxyForwarding(); // Loads and validates the config: a bad one throws here, before any port is bound.
             return new ProxyHostApp(app, server, demo, configFile);
         }
@@ -94,9 +105,13 @@ public sealed class ProxyHostApp : IAsyncDisposable
     }
 
     /// <summary>Builds and starts the proxy; the returned host is serving.</summary>
-    public static async Task<ProxyHostApp> StartAsync(string[] args, CancellationToken cancellationToken = default)
+    public static Task<ProxyHostApp> StartAsync(string[] args, CancellationToken cancellationToken = default)
+        => StartAsync(args, configure: null, cancellationToken);
+
+    /// <summary>Test hook: see <see cref="BuildAsync(string[], Action{WebApplicationBuilder}?, CancellationToken)"/>.</summary>
+    internal static async Task<ProxyHostApp> StartAsync(string[] args, Action<WebApplicationBuilder>? configure, CancellationToken cancellationToken)
     {
-        var host = await BuildAsync(args, cancellationToken);
+        var host = await BuildAsync(args, configure, cancellationToken);
         try
         {
             await host.App.StartAsync(cancellationToken);
@@ -145,10 +160,72 @@ public sealed class ProxyHostApp : IAsyncDisposable
 
         await using (host)
         {
-            await host.App.WaitForShutdownAsync(cancellationToken);
+            await host.WaitForStopSignalAsync(cancellationToken);
+            await host.StopGracefullyAsync();
         }
 
         return 0;
+    }
+
+    /// <summary>Completes when the host is asked to stop: Ctrl+C, SIGTERM, StopApplication, or <paramref name="cancellationToken"/>.</summary>
+    private async Task WaitForStopSignalAsync(CancellationToken cancellationToken)
+    {
+        var stopping = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        using (App.Lifetime.ApplicationStopping.Register(() => stopping.TrySetResult()))
+        using (cancellationToken.Register(App.Lifetime.StopApplication))
+        {
+            await stopping.Task;
+        }
+    }
+
+    /// <summary>
+    /// The graceful stop after the first signal: open requests get the host's shutdown timeout to finish (event streams
+    /// end at once: the forwarder ends them on ApplicationStopping), and says so. A second Ctrl+C or SIGTERM cancels the
+    /// wait: the remaining connections are aborted and the process exits.
+    /// </summary>
+    private async Task StopGracefullyAsync()
+    {
+        using var now = new CancellationTokenSource();
+        // NOTE: the console lifetime already handles these signals, and for every one only asks the host to stop, which
+        // it is doing: a second Ctrl+C would change nothing. These registrations are added after the first signal, so any
+        // signal they see is the second.
+        var registrations = new List<PosixSignalRegistration>();
+        foreach (var signal in new[] { PosixSignal.SIGINT, PosixSignal.SIGTERM, PosixSignal.SIGQUIT })
+        {
+            try
+            {
+                registrations.Add(PosixSignalRegistration.Create(signal, context =>
+                {
+                    context.Cancel = true; // the process ends when the stop below returns, with the connections aborted
+                    now.Cancel();
+                }));
+            }
+            catch (PlatformNotSupportedException)
+            {
+                // SIGQUIT on Windows: Ctrl+C and SIGTERM still work.
+            }
+        }
+
+        try
+        {
+            var logger = App.Services.GetRequiredService<ILoggerFactory>().CreateLogger("Proxy.Host");
+            var timeout = App.Services.GetRequiredService<IOptions<HostOptions>>().Value.ShutdownTimeout;
+            HostLog.Stopping(logger, timeout);
+            var started = Stopwatch.GetTimestamp();
+            await App.StopAsync(now.Token);
+            if (now.IsCancellationRequested)
+            {
+                HostLog.StoppedAtOnce(logger, Stopwatch.GetElapsedTime(started));
+            }
+            else
+            {
+                HostLog.Stopped(logger, Stopwatch.GetElapsedTime(started));
+            }
+        }
+        finally
+        {
+            registrations.ForEach(r => r.Dispose());
+        }
     }
 
     private void LogStarted()

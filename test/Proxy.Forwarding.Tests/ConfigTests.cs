@@ -92,6 +92,8 @@ public class ConfigTests
     [InlineData("Routes:r1:Transforms:0:PathPrefixx", "/a", "ReverseProxy:Routes:r1:Transforms:0: unknown transform 'PathPrefixx'")]
     [InlineData("Routes:r1:Transforms:0:PathPrefix", "a", "ReverseProxy:Routes:r1:Transforms:0:PathPrefix: 'a' must start with '/'")]
     [InlineData("Clusters:c1:Destinations:d1:Address", "ftp://x", "ReverseProxy:Clusters:c1:Destinations:d1:Address: 'ftp://x' is not an absolute http:// or https:// address")]
+    [InlineData("Clusters:c1:Destinations:d1:Address", "http://127.0.0.1:70000/", "ReverseProxy:Clusters:c1:Destinations:d1:Address: 'http://127.0.0.1:70000/' has port 70000, out of range (1-65535)")]
+    [InlineData("Clusters:c1:Destinations:d1:Health", "https://[::1]:99999", "ReverseProxy:Clusters:c1:Destinations:d1:Health: 'https://[::1]:99999' has port 99999, out of range (1-65535)")]
     [InlineData("Clusters:c1:LoadBalancingPolicy", "Fastest", "ReverseProxy:Clusters:c1:LoadBalancingPolicy: 'Fastest' is not a known policy")]
     [InlineData("Clusters:c1:HttpRequest:Version", "4", "ReverseProxy:Clusters:c1:HttpRequest:Version: '4' is not one of")]
     [InlineData("Clusters:c1:HttpRequest:VersionPolicy", "Any", "ReverseProxy:Clusters:c1:HttpRequest:VersionPolicy: 'Any' is not one of")]

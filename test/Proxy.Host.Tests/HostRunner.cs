@@ -1,3 +1,6 @@
+using Microsoft.AspNetCore.Builder;
+using Microsoft.Extensions.Logging;
+
 namespace Proxy.Host.Tests;
 
 /// <summary>Starts the standalone proxy in-process with every port 0 and a throwaway certificate folder.</summary>
@@ -28,12 +31,16 @@ public sealed class HostRunner : IAsyncDisposable
         "--Logging:LogLevel:Default=Warning",
     ];
 
-    public static async Task<HostRunner> StartAsync(params string[] extraArguments)
+    public static Task<HostRunner> StartAsync(params string[] extraArguments) => StartAsync(logs: null, extraArguments);
+
+    /// <summary>Starts the proxy with <paramref name="logs"/> (when given) receiving every log message of the host.</summary>
+    public static async Task<HostRunner> StartAsync(LogCapture? logs, params string[] extraArguments)
     {
         var folder = new TempFolder();
         try
         {
-            var host = await ProxyHostApp.StartAsync([.. PortZeroArguments(folder), .. extraArguments]);
+            var host = await ProxyHostApp.StartAsync([.. PortZeroArguments(folder), .. extraArguments],
+                logs is null ? null : builder => builder.Logging.AddProvider(logs), CancellationToken.None);
             return new HostRunner(host, folder);
         }
         catch

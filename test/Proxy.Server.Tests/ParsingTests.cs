@@ -51,4 +51,16 @@ public class ParsingTests
         var endpoint = EndpointResolver.Parse("http://*:8080", NullLogger.Instance);
         Assert.True(endpoint.EndPoint.Address.Equals(System.Net.IPAddress.IPv6Any) || endpoint.EndPoint.Address.Equals(System.Net.IPAddress.Any));
     }
+
+    [Theory]
+    [InlineData("http://127.0.0.1:70000", "port 70000 is out of range (0-65535)")]
+    [InlineData("http://127.0.0.1:http", "port 'http' is not a number")]
+    [InlineData("https://[::1]:x", "port 'x' is not a number")]
+    [InlineData("http://", "not a valid URL")]
+    public void Parse_BadPort_ErrorNamesUrlAndSource(string url, string reason)
+    {
+        var error = Assert.Throws<InvalidOperationException>(() => EndpointResolver.Parse(url, NullLogger.Instance));
+        Assert.Contains($"Listen URL '{url}' (from --urls, ASPNETCORE_URLS or the 'urls' setting)", error.Message);
+        Assert.Contains(reason, error.Message);
+    }
 }

@@ -2,6 +2,8 @@ using System.Globalization;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Routing;
+using Microsoft.Extensions.DependencyInjection;
+using Microsoft.Extensions.Hosting;
 
 namespace Proxy.Demo.Sse;
 
@@ -15,10 +17,15 @@ public static class ServerSentEvents
     public static IEndpointConventionBuilder MapServerSentEvents(this IEndpointRouteBuilder routes, string pattern, SseOptions options) =>
         routes.MapGet(pattern, (HttpContext context) => StreamAsync(context, options, TimeProvider.System));
 
-    /// <summary>Writes events until the client goes away (or <see cref="SseOptions.MaxEvents"/> were sent).</summary>
+    /// <summary>
+    /// Writes events until the client goes away, the host stops (the response then ends cleanly, so a graceful
+    /// shutdown does not wait for its timeout), or <see cref="SseOptions.MaxEvents"/> were sent.
+    /// </summary>
     public static async Task StreamAsync(HttpContext context, SseOptions options, TimeProvider time)
     {
         var aborted = context.RequestAborted;
+        var stopping = context.RequestServices?.GetService<IHostApplicationLifetime>()?.ApplicationStopping ?? CancellationToken.None;
+        using var ended = CancellationTokenSource.CreateLinkedTokenSource(aborted, stopping);
         var response = context.Response;
         response.ContentType = "text/event-stream";
         response.Headers.CacheControl = "no-cache";
@@ -38,11 +45,11 @@ public static class ServerSentEvents
             await response.Body.FlushAsync(aborted);
             try
             {
-                await Task.Delay(options.Interval, time, aborted);
+                await Task.Delay(options.Interval, time, ended.Token);
             }
             catch (OperationCanceledException)
             {
-                return; // The client went away: nothing more to say.
+                return; // The client went away or the host is stopping: nothing more to say.
             }
         }
     }

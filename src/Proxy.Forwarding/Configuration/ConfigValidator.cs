@@ -276,12 +276,24 @@ internal static class ConfigValidator
 
         if (!Uri.TryCreate(address, UriKind.Absolute, out var uri) || (uri.Scheme != Uri.UriSchemeHttp && uri.Scheme != Uri.UriSchemeHttps))
         {
-            errors.Add($"{path}: '{address}' is not an absolute http:// or https:// address.");
+            // Uri refuses a port past 65535 with no reason given: name it rather than blame the whole address.
+            errors.Add(OutOfRangePort(address) is { } port
+                ? $"{path}: '{address}' has port {port}, out of range (1-65535)."
+                : $"{path}: '{address}' is not an absolute http:// or https:// address.");
         }
         else if (!string.IsNullOrEmpty(uri.Query) || !string.IsNullOrEmpty(uri.Fragment))
         {
             errors.Add($"{path}: '{address}' must not have a query or fragment.");
         }
+    }
+
+    /// <summary>The port of an <c>http(s)://host:port/...</c> address when it is a number past 65535, else null.</summary>
+    private static string? OutOfRangePort(string address)
+    {
+        var match = System.Text.RegularExpressions.Regex.Match(address.Trim(), @"^https?://(?:\[[^\]]*\]|[^/:?#@]*)(?::(?<port>[0-9]+))(?:[/?#]|$)",
+            System.Text.RegularExpressions.RegexOptions.IgnoreCase | System.Text.RegularExpressions.RegexOptions.CultureInvariant);
+        var port = match.Groups["port"].Value;
+        return match.Success && (port.Length > 5 || int.Parse(port, System.Globalization.CultureInfo.InvariantCulture) > 65535) ? port : null;
     }
 
     private static void CheckPositive(int? value, string path, List<string> errors)

@@ -20,6 +20,8 @@ internal sealed class ForwardingCancellation : IDisposable
     private readonly CancellationTokenSource? _linked;
     private readonly bool _deadlineFromClient;
     private TimeSpan _activityTimeout;
+    private CancellationToken _stopping;
+    private CancellationTokenSource? _stoppingLinked;
 
     /// <param name="clientAborted">The client's RequestAborted.</param>
     /// <param name="activityTimeout">Longest quiet period; infinite or zero for none.</param>
@@ -43,7 +45,8 @@ internal sealed class ForwardingCancellation : IDisposable
         ResetActivity();
     }
 
-    public CancellationToken Token => _linked?.Token ?? _clientAborted;
+    /// <summary>Read it after <see cref="EndOnShutdown"/>: a token read before does not see the shutdown.</summary>
+    public CancellationToken Token => _stoppingLinked?.Token ?? _linked?.Token ?? _clientAborted;
 
     public bool ClientAborted => _clientAborted.IsCancellationRequested;
 
@@ -53,6 +56,24 @@ internal sealed class ForwardingCancellation : IDisposable
     public bool ClientDeadlineExpired => _deadlineFromClient && DeadlineExpired;
 
     public bool TimedOut => !ClientAborted && (DeadlineExpired || _activity?.IsCancellationRequested == true);
+
+    /// <summary>The host is stopping and <see cref="EndOnShutdown"/> asked for that to end the exchange (nothing else did).</summary>
+    public bool ShuttingDown => _stopping.IsCancellationRequested && !ClientAborted && !TimedOut;
+
+    /// <summary>
+    /// Cancels <see cref="Token"/> when <paramref name="stopping"/> fires: for an exchange with no natural end (SSE), which
+    /// would otherwise hold the host's graceful shutdown until its timeout. Only the first call counts.
+    /// </summary>
+    public void EndOnShutdown(CancellationToken stopping)
+    {
+        if (!stopping.CanBeCanceled || _stoppingLinked is not null)
+        {
+            return;
+        }
+
+        _stopping = stopping;
+        _stoppingLinked = CancellationTokenSource.CreateLinkedTokenSource(Token, stopping);
+    }
 
     /// <summary>Called after every read and write: the exchange made progress.</summary>
     public void ResetActivity()
@@ -89,6 +110,7 @@ internal sealed class ForwardingCancellation : IDisposable
 
     public void Dispose()
     {
+        _stoppingLinked?.Dispose();
         _linked?.Dispose();
         _activity?.Dispose();
         _deadline?.Dispose();

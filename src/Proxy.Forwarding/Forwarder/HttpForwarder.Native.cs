@@ -130,9 +130,15 @@ internal sealed partial class HttpForwarder
                 context.Response.StatusCode = call.StatusCode;
                 transformer.TransformResponseNative(context, call);
                 context.Features.Get<IHttpResponseBodyFeature>()?.DisableBuffering();
-                if (config.ActivityTimeout is null && IsEventStream(context.Response.ContentType))
+                var eventStream = IsEventStream(context.Response.ContentType);
+                if (config.ActivityTimeout is null && eventStream)
                 {
                     cancellation.SetActivityTimeout(Timeout.InfiniteTimeSpan);
+                }
+
+                if (eventStream)
+                {
+                    cancellation.EndOnShutdown(_stopping); // see the NOTE on the class
                 }
 
                 // Step 7: headers now, before any body byte (YARP #2520), except for a gRPC trailers-only response (one
@@ -171,6 +177,15 @@ internal sealed partial class HttpForwarder
 
                 // Step 8: the body, pipe to pipe, flushed per read so each SSE event or gRPC message leaves at once.
                 var (result, copyError) = await PumpResponseBodyAsync(call, context.Response.BodyWriter, cancellation).ConfigureAwait(false);
+                if (result == StreamCopyResult.Canceled && cancellation.ShuttingDown)
+                {
+                    // An event stream ended for shutdown: the backend's stream is reset, the client's completes normally.
+                    var feature = context.Features.Get<IReverseProxyFeature>();
+                    Log.EventStreamEndedForShutdown(logger, feature?.RouteId, feature?.ClusterId);
+                    call.Abort();
+                    return ForwarderError.None;
+                }
+
                 if (result != StreamCopyResult.Success)
                 {
                     var error = ClassifyNativeBodyFailure(result, cancellation, requestPump);

@@ -2,6 +2,7 @@ using System.Diagnostics;
 using System.Net;
 using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Http.Features;
+using Microsoft.Extensions.Hosting;
 using Microsoft.Extensions.Logging;
 using Proxy.Forwarding.Telemetry;
 using Proxy.Forwarding.Transforms;
@@ -9,9 +10,19 @@ using Proxy.Forwarding.Transforms;
 namespace Proxy.Forwarding.Forwarder;
 
 /// <summary>The forwarder: one request in, one backend exchange, the response streamed back.</summary>
+/// <remarks>
+/// NOTE: an SSE response has no natural end, so a graceful shutdown would wait for it until the host's shutdown timeout
+/// (30 s by default) and then abort it. When the host's <see cref="IHostApplicationLifetime.ApplicationStopping"/> fires,
+/// each forwarded event stream ends instead, cleanly (the client sees the end of the body, and an EventSource
+/// reconnects, to another instance if there is one), and the backend's stream is cancelled. gRPC calls and other
+/// responses keep the drain: they end on their own.
+/// </remarks>
 // Stateless and shared; all per-request state lives in locals of SendCoreAsync.
-internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMetrics metrics, TimeProvider time) : IHttpForwarder
+internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, ForwardingMetrics metrics, TimeProvider time, IHostApplicationLifetime? lifetime = null)
+    : IHttpForwarder
 {
+    private readonly CancellationToken _stopping = lifetime?.ApplicationStopping ?? CancellationToken.None;
+
     /// <summary>YARP's default quiet period; not applied to SSE and gRPC unless configured. Settable for tests.</summary>
     internal TimeSpan DefaultActivityTimeout { get; set; } = TimeSpan.FromSeconds(100);
 
@@ -103,9 +114,15 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
             context.Response.StatusCode = (int)response.StatusCode;
             var copyBody = await transformer.TransformResponseAsync(context, response, cancellation.Token).ConfigureAwait(false);
             context.Features.Get<IHttpResponseBodyFeature>()?.DisableBuffering();
-            if (config.ActivityTimeout is null && IsEventStream(response))
+            var eventStream = IsEventStream(response);
+            if (config.ActivityTimeout is null && eventStream)
             {
                 cancellation.SetActivityTimeout(Timeout.InfiniteTimeSpan);
+            }
+
+            if (eventStream)
+            {
+                cancellation.EndOnShutdown(_stopping);
             }
 
             // Step 6: send the headers NOW, before reading any body. NOTE: a gRPC bidi call whose
@@ -140,6 +157,21 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
             if (copyBody)
             {
                 var (result, copyError) = await CopyResponseBodyAsync(response, context, cancellation).ConfigureAwait(false);
+                if (result == StreamCopyResult.Canceled && cancellation.ShuttingDown)
+                {
+                    // An event stream ended for shutdown: the response completes normally (no trailers to wait for), and
+                    // disposing the backend response cancels the backend's stream.
+                    var feature = context.Features.Get<IReverseProxyFeature>();
+                    Log.EventStreamEndedForShutdown(logger, feature?.RouteId, feature?.ClusterId);
+                    requestBodyCancellation.Cancel();
+                    if (requestContent is { Started: true })
+                    {
+                        await requestContent.Completion.ConfigureAwait(false);
+                    }
+
+                    return ForwarderError.None;
+                }
+
                 if (result != StreamCopyResult.Success)
                 {
                     var error = ClassifyResponseBodyFailure(result, cancellation, requestContent);

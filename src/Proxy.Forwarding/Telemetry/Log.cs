@@ -63,4 +63,7 @@ internal static partial class Log
         ForwarderError.RequestTimedOut or ForwarderError.ResponseBodyTimedOut => clientDeadlineExpired,
         _ => false,
     };
+
+    [LoggerMessage(8, LogLevel.Debug, "Event stream ended because the host is stopping (route '{RouteId}', cluster '{ClusterId}'); the client may reconnect elsewhere.")]
+    public static partial void EventStreamEndedForShutdown(ILogger logger, string? routeId, string? clusterId);
 }

@@ -13,21 +13,30 @@ internal static class EndpointResolver
     /// added at bind time), "http://*:80" / "http://+:80" (all interfaces), other host names (all
     /// interfaces, with a warning, as Kestrel does).
     /// </summary>
+    /// <remarks>
+    /// Every error names the URL and where listen URLs come from, so a typo in <c>--urls</c> is a message
+    /// rather than the <see cref="ArgumentOutOfRangeException"/> of an <see cref="IPEndPoint"/>.
+    /// </remarks>
     public static ListenOptions Parse(string url, ILogger logger)
     {
+        if (ListenUrl.FindProblem(url) is { } problem)
+        {
+            throw new InvalidOperationException($"{Describe(url)}: {problem}.");
+        }
+
         var address = BindingAddress.Parse(url);
         if (address.IsUnixPipe || address.IsNamedPipe)
         {
-            throw new NotSupportedException($"'{url}': Unix sockets and named pipes are not supported.");
+            throw new NotSupportedException($"{Describe(url)}: Unix sockets and named pipes are not supported.");
         }
         var https = string.Equals(address.Scheme, "https", StringComparison.OrdinalIgnoreCase);
         if (!https && !string.Equals(address.Scheme, "http", StringComparison.OrdinalIgnoreCase))
         {
-            throw new InvalidOperationException($"'{url}': only http and https URLs are supported.");
+            throw new InvalidOperationException($"{Describe(url)}: only http and https URLs are supported.");
         }
         if (address.PathBase.Length > 0)
         {
-            throw new InvalidOperationException($"'{url}': a path base is not supported in a listen URL; use UsePathBase.");
+            throw new InvalidOperationException($"{Describe(url)}: a path base is not supported in a listen URL; use UsePathBase.");
         }
 
         var host = address.Host;
@@ -56,6 +65,9 @@ internal static class EndpointResolver
         }
         return options;
     }
+
+    /// <summary>The URL and where it came from: the host's <c>urls</c> setting.</summary>
+    private static string Describe(string url) => $"Listen URL '{url}' (from --urls, ASPNETCORE_URLS or the 'urls' setting)";
 
     private static IPAddress AnyAddress() => Socket.OSSupportsIPv6 ? IPAddress.IPv6Any : IPAddress.Any;
 }

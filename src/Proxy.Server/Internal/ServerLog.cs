@@ -29,7 +29,7 @@ internal static partial class ServerLog
     [LoggerMessage(8, LogLevel.Warning, "Connection {ConnectionId} failed.")]
     public static partial void ConnectionFailed(ILogger logger, string connectionId, Exception exception);
 
-    [LoggerMessage(9, LogLevel.Information, "Stopping: {Count} connection(s) asked to shut down.")]
+    [LoggerMessage(9, LogLevel.Information, "Stopping: {Count} connection(s) asked to shut down; waiting for their open requests to finish (until the host's shutdown timeout, then they are aborted).")]
     public static partial void ShuttingDown(ILogger logger, int count);
 
     [LoggerMessage(10, LogLevel.Warning, "Shutdown timed out: aborting {Count} connection(s).")]

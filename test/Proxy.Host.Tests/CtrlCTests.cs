@@ -1,0 +1,172 @@
+using System.Diagnostics;
+using System.Net;
+using System.Text;
+using System.Text.RegularExpressions;
+using Microsoft.AspNetCore.Builder;
+using Microsoft.AspNetCore.Hosting;
+using Microsoft.AspNetCore.Hosting.Server;
+using Microsoft.AspNetCore.Hosting.Server.Features;
+using Microsoft.AspNetCore.Http;
+using Microsoft.AspNetCore.Http.Features;
+using Microsoft.Extensions.DependencyInjection;
+using Microsoft.Extensions.Logging;
+
+namespace Proxy.Host.Tests;
+
+/// <summary>Ctrl+C on the real proxy process: the first one drains and says so, a second one stops at once.</summary>
+public sealed class CtrlCTests
+{
+    [Fact]
+    public async Task SecondSigint_RequestStillOpen_ProcessStopsAtOnce()
+    {
+        if (!OperatingSystem.IsLinux() && !OperatingSystem.IsMacOS())
+        {
+            return; // signals are sent with kill(1)
+        }
+
+        // A backend whose response never ends (and is not an event stream, so the first Ctrl+C waits for it).
+        var builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = [] });
+        builder.Logging.ClearProviders();
+        builder.WebHost.UseUrls("http://127.0.0.1:0");
+        builder.WebHost.UseProxyServer();
+        await using var backend = builder.Build();
+        backend.MapGet("/slow", async (HttpContext context) =>
+        {
+            await context.Response.WriteAsync("started\n");
+            await context.Response.Body.FlushAsync();
+            await Task.Delay(Timeout.Infinite, context.RequestAborted).ContinueWith(_ => { });
+        });
+        await backend.StartAsync();
+        var backendAddress = backend.Services.GetRequiredService<IServer>().Features.GetRequiredFeature<IServerAddressesFeature>().Addresses.Single();
+
+        using var folder = new TempFolder();
+        var config = folder.Write("proxy.json", $$"""
+            { "ReverseProxy": {
+                "Routes": { "all": { "ClusterId": "b", "Match": { "Path": "/{**rest}" } } },
+                "Clusters": { "b": { "Destinations": { "d1": { "Address": "{{backendAddress}}/" } } } } } }
+            """);
+        using var proxy = ProxyProcess.Start(Path.Combine(AppContext.BaseDirectory, "Proxy.Host.dll"), "--config", config, "--urls=http://127.0.0.1:0");
+        var listening = await proxy.WaitForLineAsync("Proxy listening on ");
+        var address = Regex.Match(listening, @"http://127\.0\.0\.1:[0-9]+").Value;
+
+        using var client = new HttpClient { Timeout = Timeout.InfiniteTimeSpan };
+        using var response = await client.GetAsync(address + "/slow", HttpCompletionOption.ResponseHeadersRead);
+        Assert.Equal(HttpStatusCode.OK, response.StatusCode);
+        using var reader = new StreamReader(await response.Content.ReadAsStreamAsync());
+        Assert.Equal("started", await reader.ReadLineAsync()); // the request is open through the proxy
+
+        proxy.Interrupt();
+        var stopping = await proxy.WaitForLineAsync("Stopping: open requests get up to");
+        proxy.Interrupt();
+        var stopped = await proxy.WaitForLineAsync("Stopped at once");
+        await proxy.Process.WaitForExitAsync();
+
+        Assert.Contains("press Ctrl+C again to stop at once", stopping);
+        Assert.Contains("open requests were aborted", stopped);
+        Assert.Equal(0, proxy.Process.ExitCode);
+        await Assert.ThrowsAnyAsync<Exception>(() => reader.ReadToEndAsync()); // aborted, not ended
+        await backend.StopAsync();
+    }
+
+    /// <summary>The proxy as a child process (the same dotnet that runs the test); lines of its output can be awaited.</summary>
+    // Owned by the test; output callbacks run on the process's reader threads, guarded by _lock.
+    private sealed class ProxyProcess : IDisposable
+    {
+        private readonly Lock _lock = new();
+        private readonly StringBuilder _output = new();
+        private readonly List<(string Text, TaskCompletionSource<string> Found)> _waiters = [];
+
+        private ProxyProcess(Process process)
+        {
+            Process = process;
+            process.OutputDataReceived += (_, e) => OnLine(e.Data);
+            process.ErrorDataReceived += (_, e) => OnLine(e.Data);
+            process.BeginOutputReadLine();
+            process.BeginErrorReadLine();
+        }
+
+        public Process Process { get; }
+
+        public static ProxyProcess Start(string dll, params string[] arguments)
+        {
+            var dotnet = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH") is { Length: > 0 } host && File.Exists(host) ? host : "dotnet";
+            var start = new ProcessStartInfo(dotnet) { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
+            start.ArgumentList.Add(dll);
+            foreach (var argument in arguments)
+            {
+                start.ArgumentList.Add(argument);
+            }
+
+            return new ProxyProcess(Process.Start(start)!);
+        }
+
+        /// <summary>Sends SIGINT (Ctrl+C) to this process only, by its id.</summary>
+        public void Interrupt()
+        {
+            const int SigInt = 2;
+            Assert.Equal(0, Kill(Process.Id, SigInt));
+        }
+
+        [System.Runtime.InteropServices.DllImport("libc", EntryPoint = "kill", SetLastError = true)]
+        private static extern int Kill(int pid, int signal);
+
+        /// <summary>The first output line containing <paramref name="text"/>; fails (not hangs) if the process exits first.</summary>
+        public async Task<string> WaitForLineAsync(string text)
+        {
+            var found = new TaskCompletionSource<string>(TaskCreationOptions.RunContinuationsAsynchronously);
+            lock (_lock)
+            {
+                var earlier = _output.ToString().Split('\n').FirstOrDefault(l => l.Contains(text, StringComparison.Ordinal));
+                if (earlier is not null)
+                {
+                    return earlier;
+                }
+
+                _waiters.Add((text, found));
+            }
+
+            var first = await Task.WhenAny(found.Task, Process.WaitForExitAsync());
+            if (first != found.Task && !found.Task.IsCompleted)
+            {
+                string output;
+                lock (_lock)
+                {
+                    output = _output.ToString();
+                }
+
+                throw new InvalidOperationException($"The proxy exited without a line containing '{text}':\n{output}");
+            }
+
+            return await found.Task;
+        }
+
+        private void OnLine(string? line)
+        {
+            if (line is null)
+            {
+                return;
+            }
+
+            lock (_lock)
+            {
+                _output.AppendLine(line);
+                foreach (var waiter in _waiters.Where(w => line.Contains(w.Text, StringComparison.Ordinal)).ToList())
+                {
+                    waiter.Found.TrySetResult(line);
+                    _waiters.Remove(waiter);
+                }
+            }
+        }
+
+        public void Dispose()
+        {
+            if (!Process.HasExited)
+            {
+                Process.Kill(entireProcessTree: true); // only the process this test started, by its handle
+                Process.WaitForExit(10_000);
+            }
+
+            Process.Dispose();
+        }
+    }
+}
