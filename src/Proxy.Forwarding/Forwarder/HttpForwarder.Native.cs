@@ -271,6 +271,7 @@ internal sealed partial class HttpForwarder
     /// <summary>
     /// Appends one segment of relayed bytes a block at a time: <c>BuffersExtensions.Write</c> asks the pipe for the
     /// whole remainder (up to 64 KiB here), which a pipe of 4 KiB blocks can only serve from a fresh pooled array.
+    /// The engine has the same loop (Proxy.Protocols' StreamPipeWrites); this layer does not reference the engine.
     /// </summary>
     private static void WriteInBlocks(PipeWriter output, ReadOnlySpan<byte> source)
     {
