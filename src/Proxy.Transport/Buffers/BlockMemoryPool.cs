@@ -123,8 +123,9 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
             block.Lease();
             return block;
         }
-        // Pinned (allocated on the pinned object heap): sockets pin output buffers for every send anyway, and
-        // pinning long-lived blocks in the ordinary heap would fragment it.
+        // A pinned pool allocates on the pinned object heap: sockets pin output buffers for every send anyway, and
+        // pinning long-lived blocks in the ordinary heap would fragment it. Stream pipes' blocks are never handed to a
+        // socket, so their pool (StreamDefault) allocates ordinary arrays the GC can compact and collect young.
         return new Block(this, GC.AllocateUninitializedArray<byte>(_blockSize, pinned: _pinned));
     }
 
