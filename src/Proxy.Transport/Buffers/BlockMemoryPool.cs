@@ -2,9 +2,10 @@ namespace Proxy.Transport.Buffers;
 
 // Thread-safe: any thread rents, any thread returns (by disposing the block it rented).
 /// <summary>
-/// A pool of fixed-size pinned blocks for output pipes. A returned block is kept for the next renter, up to a
-/// bound on the bytes kept, so a connection that buffers megabytes of response reuses blocks instead of
-/// allocating them.
+/// A pool of fixed-size blocks: pinned ones for output pipes (<see cref="Default"/>), small unpinned ones for HTTP/2
+/// stream pipes (<see cref="StreamDefault"/>). A returned block is kept for the next renter, up to a bound on the bytes
+/// kept, so a connection that buffers megabytes of response reuses blocks instead of allocating them; blocks left
+/// unused for a period are freed (<see cref="TrimIdle"/>).
 /// NOTE: this is why output pipes do not use the default pool (<see cref="ArrayPool{T}.Shared"/>): it keeps
 /// about 32 arrays per size per core. One connection's output pipe may hold 1 MiB (64 such arrays), so a few
 /// busy connections miss it on nearly every segment; measured on a 10 MB static file the server allocated 10 MB
