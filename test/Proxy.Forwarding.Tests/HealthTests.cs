@@ -219,7 +219,8 @@ public class HealthTests
     {
         await using var backend = await ProxyTestHost.StartBackendAsync(app => app.Run(context =>
             context.Request.Path == "/ok" ? context.Response.WriteAsync("ok") : Task.Delay(Timeout.Infinite, context.RequestAborted)), TestProtocol.Http2);
-        await using var proxy = await Proxies.StartForAsync(backend, TestProtocol.Http2, h2cBackend: true, extra: c =>
+        var firstDone = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var proxy = await Proxies.StartForAsync(backend, TestProtocol.Http2, h2cBackend: true, requestCompleted: () => firstDone.TrySetResult(), extra: c =>
         {
             c.Set("Clusters:c1:HealthCheck:Passive:Enabled", "true")
              .Set("Clusters:c1:HealthCheck:Passive:Policy", "FirstFailure")
@@ -237,15 +238,9 @@ public class HealthTests
         }
 
         using var timedOut = await http.SendAsync(call).WaitAsync(Guard);
-        // The outcome is recorded after the response went out; the request counts as ended only after that.
+        // The outcome is recorded after the response went out, before the server is done with the request.
+        await firstDone.Task.WaitAsync(Guard);
         var destination = proxy.Services.GetRequiredService<ProxyStateManager>().Current.Clusters["c1"].Destinations[0];
-        using (var guard = new CancellationTokenSource(Guard))
-        {
-            while (destination.ConcurrentRequestCount != 0)
-            {
-                await Task.Delay(10, guard.Token);
-            }
-        }
         using var next = new HttpRequestMessage(HttpMethod.Get, "/ok") { Version = HttpVersion.Version20, VersionPolicy = HttpVersionPolicy.RequestVersionExact };
         using var after = await http.SendAsync(next).WaitAsync(Guard);
 

@@ -7,19 +7,39 @@ namespace Proxy.Forwarding.Tests.Infrastructure;
 /// <summary>Shortcuts for the common shapes: one backend behind one configured proxy.</summary>
 public static class Proxies
 {
-    public static Task<TestApp> StartConfiguredAsync(ProxyConfigDictionary config, TestProtocol protocol = TestProtocol.Http1) =>
+    /// <param name="requestCompleted">
+    /// Called when the server is done with each request (the response's OnCompleted): after the forwarder returned, so
+    /// after its outcome was recorded (passive health, the destination's request count).
+    /// </param>
+    public static Task<TestApp> StartConfiguredAsync(ProxyConfigDictionary config, TestProtocol protocol = TestProtocol.Http1,
+        Action? requestCompleted = null) =>
         ProxyTestHost.StartProxyAsync(
             b =>
             {
                 b.Configuration.AddInMemoryCollection(config);
                 b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
             },
-            app => app.MapProxyForwarding(),
+            app =>
+            {
+                if (requestCompleted is not null)
+                {
+                    app.Use((context, next) =>
+                    {
+                        context.Response.OnCompleted(() =>
+                        {
+                            requestCompleted();
+                            return Task.CompletedTask;
+                        });
+                        return next(context);
+                    });
+                }
+                app.MapProxyForwarding();
+            },
             protocol);
 
     /// <summary>A proxy with one catch-all route to one destination.</summary>
     public static Task<TestApp> StartForAsync(TestApp backend, TestProtocol clientProtocol = TestProtocol.Http1, bool h2cBackend = false,
-        Action<ProxyConfigDictionary>? extra = null)
+        Action<ProxyConfigDictionary>? extra = null, Action? requestCompleted = null)
     {
         var config = new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", backend.Url);
         if (h2cBackend)
@@ -28,7 +48,7 @@ public static class Proxies
         }
 
         extra?.Invoke(config);
-        return StartConfiguredAsync(config, clientProtocol);
+        return StartConfiguredAsync(config, clientProtocol, requestCompleted);
     }
 
     /// <summary>A loopback address nobody listens on.</summary>
