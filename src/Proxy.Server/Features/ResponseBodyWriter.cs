@@ -23,6 +23,13 @@ internal sealed class ResponseBodyWriter(RequestFeatures owner) : PipeWriter
     /// <summary>Bytes written before the response started and not yet handed to the exchange.</summary>
     internal int BufferedLength => _preStart?.WrittenCount ?? 0;
 
+    // NOTE: System.Text.Json's PipeWriter serializer (Results.Json, WriteAsJsonAsync) refuses a writer that cannot report
+    // its unflushed bytes. It only uses the count to decide when to flush, so a transport writer that cannot count
+    // (HTTP/1.1's) reports what is held here and 0 beyond: the serializer then flushes at the end instead of midway.
+    public override bool CanGetUnflushedBytes => true;
+
+    public override long UnflushedBytes => BufferedLength + (_preStart is null && Inner.CanGetUnflushedBytes ? Inner.UnflushedBytes : 0);
+
     public override Memory<byte> GetMemory(int sizeHint = 0)
     {
         ThrowIfCompleted();
