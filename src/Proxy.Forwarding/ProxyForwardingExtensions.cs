@@ -40,6 +40,7 @@ public static class ProxyForwardingExtensions
         services.TryAddSingleton<ForwardingMetrics>();
         services.TryAddSingleton<IHttpForwarder, HttpForwarder>();
         services.TryAddSingleton<ProxyStateManager>();
+        services.TryAddSingleton<IProxyStateLookup>(sp => sp.GetRequiredService<ProxyStateManager>());
         services.TryAddSingleton<ProxyEndpointHandler>();
         services.TryAddSingleton<PassiveHealthChecker>();
         services.AddOptions<TransportFailureRateHealthPolicyOptions>();

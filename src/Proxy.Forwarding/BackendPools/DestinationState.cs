@@ -66,6 +66,9 @@ public sealed class DestinationState
 
     internal AdmissionGate Gate { get; }
 
+    /// <summary>Requests waiting for an admission slot to this destination (always 0 without MaxConcurrentRequestsPerDestination).</summary>
+    public int QueuedRequestCount => Gate.QueueLength;
+
     internal void RequestStarted() => Interlocked.Increment(ref _concurrentRequests);
 
     internal void RequestEnded() => Interlocked.Decrement(ref _concurrentRequests);

@@ -24,7 +24,7 @@ internal sealed record ProxySnapshot(
 /// connection pools and in-flight counters.
 /// </summary>
 // Readers take Current (one volatile reference); only the reload callback writes it, under _reloadLock.
-internal sealed class ProxyStateManager : IDisposable
+internal sealed class ProxyStateManager : IProxyStateLookup, IDisposable
 {
     private readonly IProxyConfigProvider? _provider;
     private readonly IReadOnlyDictionary<string, ILoadBalancingPolicy> _policies;
@@ -49,6 +49,12 @@ internal sealed class ProxyStateManager : IDisposable
     }
 
     public bool IsInitialized => _current is not null;
+
+    bool IProxyStateLookup.IsLoaded => IsInitialized;
+
+    IReadOnlyList<RouteConfig> IProxyStateLookup.Routes => _current is { } current ? current.Routes.Values.Select(r => r.Config).ToList() : [];
+
+    IReadOnlyList<ClusterState> IProxyStateLookup.Clusters => _current is { } current ? current.Clusters.Values.ToList() : [];
 
     public ProxySnapshot Current => _current ?? throw new InvalidOperationException("The proxy configuration was not loaded; call MapProxyForwarding().");
 
