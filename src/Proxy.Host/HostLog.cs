@@ -22,4 +22,7 @@ internal static partial class HostLog
 
     [LoggerMessage(7, LogLevel.Warning, "Stopped at once after {Elapsed} (second signal): open requests were aborted.")]
     public static partial void StoppedAtOnce(ILogger logger, TimeSpan elapsed);
+
+    [LoggerMessage(8, LogLevel.Information, "Admin listening on {Address} (dashboard /, /healthz, /readyz, /metrics, /config)")]
+    public static partial void AdminListening(ILogger logger, Uri address);
 }

@@ -6,6 +6,7 @@ using Microsoft.AspNetCore.Hosting.Server;
 using Microsoft.AspNetCore.Hosting.Server.Features;
 using Proxy.Forwarding;
 using Proxy.Forwarding.Configuration;
+using Proxy.Host.Admin;
 using Proxy.Relay;
 
 namespace Proxy.Host;
@@ -25,9 +26,10 @@ public sealed class ProxyHostApp : IAsyncDisposable
     /// <summary>Used when neither --urls, ASPNETCORE_URLS nor a <c>Urls</c> key says otherwise.</summary>
     public static readonly string[] DefaultUrls = ["https://127.0.0.1:8443", "http://127.0.0.1:8080"];
 
-    private ProxyHostApp(WebApplication app, ProxyHostServer server, DemoBackends? demo, string configFile)
+    private ProxyHostApp(WebApplication app, ProxyHostServer server, DemoBackends? demo, string configFile, AdminEndpoint? admin)
     {
         App = app;
+        Admin = admin;
         Server = server;
         Demo = demo;
         ConfigFile = configFile;
@@ -41,6 +43,9 @@ public sealed class ProxyHostApp : IAsyncDisposable
 
     /// <summary>The demo backends, or null when <c>Demo:Enabled</c> is false.</summary>
     public DemoBackends? Demo { get; }
+
+    /// <summary>The admin endpoint (health, metrics, config, dashboard), or null when <c>Admin:Enabled</c> is false.</summary>
+    internal AdminEndpoint? Admin { get; }
 
     /// <summary>The full path of the JSON config in use: --config FILE, or the bundled proxy.json.</summary>
     public string ConfigFile { get; }
@@ -74,6 +79,8 @@ public sealed class ProxyHostApp : IAsyncDisposable
         }
 
         HostServer.Use(builder, server);
+        var adminOptions = AdminOptions.Read(builder.Configuration);
+        HostTelemetry.Add(builder, prometheus: adminOptions is not null);
 
         var demoOptions = builder.Configuration.GetSection("Demo").Get<DemoOptions>() ?? new DemoOptions();
         HostUrls.Validate(builder.Configuration, demoOptions.Enabled);
@@ -91,7 +98,8 @@ public sealed class ProxyHostApp : IAsyncDisposable
             var app = builder.Build();
             reloadLog.Logger = app.Services.GetRequiredService<ILoggerFactory>().CreateLogger("Proxy.Host");
             app.MapProxyForwarding(); // Loads and validates the config: a bad one throws here, before any port is bound.
-            return new ProxyHostApp(app, server, demo, configFile);
+            var admin = adminOptions is null ? null : AdminEndpoint.Build(adminOptions, app, server);
+            return new ProxyHostApp(app, server, demo, configFile, admin);
         }
         catch
         {
@@ -123,6 +131,25 @@ public sealed class ProxyHostApp : IAsyncDisposable
                 : (host.App.Configuration[WebHostDefaults.ServerUrlsKey] is { Length: > 0 } configured ? configured : string.Join(";", DefaultUrls), "pass --urls");
             await host.DisposeAsync();
             throw new HostStartupException($"The proxy could not listen on {where} ({ex.Message}). Stop what uses the port, or {fix}.", ex);
+        }
+        catch
+        {
+            await host.DisposeAsync();
+            throw;
+        }
+
+        try
+        {
+            if (host.Admin is { } admin)
+            {
+                await admin.StartAsync(cancellationToken);
+            }
+        }
+        catch (Exception ex) when (ex is IOException or Microsoft.AspNetCore.Connections.AddressInUseException or System.Net.Sockets.SocketException)
+        {
+            var url = host.Admin!.Options.Url;
+            await host.DisposeAsync();
+            throw new HostStartupException($"The admin endpoint could not listen on {url} ({ex.Message}). Stop what uses the port, set Admin:Url (port 0 picks a free one), or set Admin:Enabled=false.", ex);
         }
         catch
         {
@@ -233,6 +260,10 @@ public sealed class ProxyHostApp : IAsyncDisposable
         var logger = App.Services.GetRequiredService<ILoggerFactory>().CreateLogger("Proxy.Host");
         var addresses = Addresses;
         HostLog.Listening(logger, string.Join(", ", addresses), Server, ConfigFile);
+        if (Admin is not null)
+        {
+            HostLog.AdminListening(logger, Admin.Address);
+        }
         if (Demo is not null)
         {
             HostLog.DemoStarted(logger, Demo.SseAddress, Demo.GrpcAddress);
@@ -248,6 +279,11 @@ public sealed class ProxyHostApp : IAsyncDisposable
     {
         try
         {
+            if (Admin is not null)
+            {
+                await Admin.DisposeAsync();
+            }
+
             using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(5));
             await App.StopAsync(timeout.Token);
         }

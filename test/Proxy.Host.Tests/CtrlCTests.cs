@@ -45,7 +45,7 @@ public sealed class CtrlCTests
                 "Routes": { "all": { "ClusterId": "b", "Match": { "Path": "/{**rest}" } } },
                 "Clusters": { "b": { "Destinations": { "d1": { "Address": "{{backendAddress}}/" } } } } } }
             """);
-        using var proxy = ProxyProcess.Start(Path.Combine(AppContext.BaseDirectory, "Proxy.Host.dll"), "--config", config, "--urls=http://127.0.0.1:0");
+        using var proxy = ProxyProcess.Start(Path.Combine(AppContext.BaseDirectory, "Proxy.Host.dll"), "--config", config, "--urls=http://127.0.0.1:0", "--Admin:Url=http://127.0.0.1:0");
         var listening = await proxy.WaitForLineAsync("Proxy listening on ");
         var address = Regex.Match(listening, @"http://127\.0\.0\.1:[0-9]+").Value;
 

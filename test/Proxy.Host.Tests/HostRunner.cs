@@ -21,11 +21,15 @@ public sealed class HostRunner : IAsyncDisposable
 
     public Uri Http => Host.Addresses.Single(a => a.Scheme == Uri.UriSchemeHttp);
 
+    /// <summary>The admin endpoint's address (it is on by default).</summary>
+    public Uri Admin => Host.Admin?.Address ?? throw new InvalidOperationException("The admin endpoint is off (Admin:Enabled=false).");
+
     /// <summary>Arguments that put the proxy and the demo backends on free ports.</summary>
     public static string[] PortZeroArguments(TempFolder folder) =>
     [
         "--urls=https://127.0.0.1:0;http://127.0.0.1:0",
         "--Demo:SseUrl=http://127.0.0.1:0",
+        "--Admin:Url=http://127.0.0.1:0",
         "--Demo:GrpcUrl=http://127.0.0.1:0",
         $"--ProxyServer:DevelopmentCertificateDirectory={folder.Path}",
         "--Logging:LogLevel:Default=Warning",

@@ -33,6 +33,7 @@ public sealed class KestrelHostTests
         [
             "--config", config,
             "--Host:Server=kestrel",
+            "--Admin:Url=http://127.0.0.1:0",
             $"--Kestrel:Endpoints:h1:Url=http://127.0.0.1:{h1}",
             "--Kestrel:Endpoints:h1:Protocols=Http1",
             $"--Kestrel:Endpoints:h2c:Url=http://127.0.0.1:{h2c}",
