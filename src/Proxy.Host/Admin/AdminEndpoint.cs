@@ -1,3 +1,4 @@
+using System.Diagnostics.Metrics;
 using System.Security.Cryptography;
 using System.Text;
 using Microsoft.AspNetCore.Hosting.Server;
@@ -22,11 +23,15 @@ namespace Proxy.Host.Admin;
 internal sealed class AdminEndpoint : IAsyncDisposable
 {
     private readonly WebApplication _app;
+    private readonly MetricsAggregator _metrics;
+    private readonly DashboardFeed _feed;
 
-    private AdminEndpoint(WebApplication app, AdminOptions options)
+    private AdminEndpoint(WebApplication app, AdminOptions options, MetricsAggregator metrics, DashboardFeed feed)
     {
         _app = app;
         Options = options;
+        _metrics = metrics;
+        _feed = feed;
     }
 
     public AdminOptions Options { get; }
@@ -57,8 +62,12 @@ internal sealed class AdminEndpoint : IAsyncDisposable
             app.Use(RequireToken(Encoding.UTF8.GetBytes(options.Token)));
         }
 
+        // Built before the proxy starts, so its gauges count every connection and stream from the first one.
+        var metrics = new MetricsAggregator(proxy.Services.GetRequiredService<IMeterFactory>());
+        var feed = new DashboardFeed(metrics, proxy.Services.GetRequiredService<IProxyStateLookup>(), TimeProvider.System);
         Map(app, proxy.Services);
-        return new AdminEndpoint(app, options);
+        Dashboard.Map(app, feed);
+        return new AdminEndpoint(app, options, metrics, feed);
     }
 
     private static void Map(WebApplication app, IServiceProvider proxy)
@@ -103,6 +112,8 @@ internal sealed class AdminEndpoint : IAsyncDisposable
         finally
         {
             await _app.DisposeAsync();
+            _feed.Dispose();
+            _metrics.Dispose();
         }
     }
 }

@@ -36,6 +36,7 @@ public static class InteropSkip
         "h2load" => InteropTool.H2load,
         "h2spec" => InteropTool.H2spec,
         "node" => InteropTool.Node,
+        "chromium" => InteropTool.Chromium,
         _ => new InteropTool(command, $"install '{command}'"),
     };
 

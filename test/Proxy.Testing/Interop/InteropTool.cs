@@ -10,6 +10,8 @@ public sealed record InteropTool(string Command, string InstallHint, bool SkipIn
     public static readonly InteropTool Curl = new("curl", "apt-get install curl");
     public static readonly InteropTool Nghttp = new("nghttp", "apt-get install nghttp2-client");
     public static readonly InteropTool H2load = new("h2load", "apt-get install nghttp2-client");
+    /// <summary>A real browser for the dashboard and demo page tests (driven by Playwright, which cannot download its own here).</summary>
+    public static readonly InteropTool Chromium = new("chromium", "apt-get install chromium");
     public static readonly InteropTool Node = new("node", "apt-get install nodejs npm, then `npm ci` in test/Proxy.FunctionalTests/grpc-client");
 
     /// <summary>

@@ -1,0 +1,222 @@
+using System.Diagnostics;
+using System.Diagnostics.Metrics;
+
+namespace Proxy.Host.Admin;
+
+/// <summary>
+/// Reads the proxy's instruments by name, in process, for the dashboard: sums of counters and up-down counters
+/// (grouped by the few tags the dashboard shows), counts of histograms, and, while a dashboard watches, the values
+/// histograms record (for percentiles over a sliding window). An instrument that does not exist yet (another
+/// build's meter) shows up as soon as a meter publishes it.
+/// </summary>
+/// <remarks>
+/// NOTE: sums are kept from startup, not from when a dashboard opens: an up-down counter read from the middle would
+/// count the streams that end but not the ones already open. That costs one Interlocked add (and a small lock for
+/// grouped instruments) per measurement; histogram values, the expensive part, are only kept while someone watches.
+/// Instruments of meters made by another app's IMeterFactory (the admin app itself, the demo backends) are ignored:
+/// the dashboard's own SSE stream is not proxy traffic.
+/// </remarks>
+// Shared: measurement callbacks run on any request thread; each instrument's state has its own lock.
+internal sealed class MetricsAggregator : IDisposable
+{
+    /// <summary>The meters the dashboard reads: ours, and ASP.NET Core's request and Kestrel meters.</summary>
+    public static readonly string[] MeterNames = ["Proxy.Server", "Proxy.Forwarding", "Microsoft.AspNetCore.Hosting", "Microsoft.AspNetCore.Server.Kestrel"];
+
+    /// <summary>The tags measurements are grouped by (absent tags group as null).</summary>
+    public static readonly string[] GroupTags = ["proxy.cluster", "proxy.destination", "network.protocol.version", "error.type", "tls.protocol.version"];
+
+    private const int HistogramCapacity = 8192;
+    private readonly MeterListener _listener = new();
+    private readonly object? _scope;
+    private readonly Dictionary<string, InstrumentTotals> _instruments = new(StringComparer.Ordinal);
+    private readonly Lock _instrumentsLock = new();
+    private int _watchers;
+
+    /// <param name="scope">The proxy app's IMeterFactory: meters it made (and meters made without one) are read.</param>
+    public MetricsAggregator(object? scope)
+    {
+        _scope = scope;
+        _listener.InstrumentPublished = (instrument, listener) =>
+        {
+            if (Array.IndexOf(MeterNames, instrument.Meter.Name) >= 0 && (instrument.Meter.Scope is null || ReferenceEquals(instrument.Meter.Scope, _scope)))
+            {
+                listener.EnableMeasurementEvents(instrument, Totals(instrument));
+            }
+        };
+        _listener.SetMeasurementEventCallback<long>((i, value, tags, state) => ((InstrumentTotals)state!).Record(value, tags));
+        _listener.SetMeasurementEventCallback<int>((i, value, tags, state) => ((InstrumentTotals)state!).Record(value, tags));
+        _listener.SetMeasurementEventCallback<double>((i, value, tags, state) => ((InstrumentTotals)state!).Record(value, tags));
+        _listener.Start();
+    }
+
+    /// <summary>Histogram values are kept while at least one watcher is registered; dispose the result to stop watching.</summary>
+    public IDisposable Watch()
+    {
+        Interlocked.Increment(ref _watchers);
+        return new Watcher(this);
+    }
+
+    private bool Watching => Volatile.Read(ref _watchers) > 0;
+
+    /// <summary>The instrument's totals, or null when no measurement has been published under that name.</summary>
+    public InstrumentTotals? Find(string name)
+    {
+        lock (_instrumentsLock)
+        {
+            return _instruments.GetValueOrDefault(name);
+        }
+    }
+
+    /// <summary>Names of every instrument read so far (the dashboard lists them, so a missing one is easy to spot).</summary>
+    public List<string> Names()
+    {
+        lock (_instrumentsLock)
+        {
+            return _instruments.Keys.Order(StringComparer.Ordinal).ToList();
+        }
+    }
+
+    private InstrumentTotals Totals(Instrument instrument)
+    {
+        lock (_instrumentsLock)
+        {
+            // Two meters may publish the same name (Kestrel and ours both host apps): one totals object adds them up.
+            if (!_instruments.TryGetValue(instrument.Name, out var totals))
+            {
+                totals = new InstrumentTotals(this, instrument.GetType().IsGenericType && instrument.GetType().GetGenericTypeDefinition() == typeof(Histogram<>));
+                _instruments.Add(instrument.Name, totals);
+            }
+
+            return totals;
+        }
+    }
+
+    public void Dispose() => _listener.Dispose();
+
+    private sealed class Watcher(MetricsAggregator owner) : IDisposable
+    {
+        private int _disposed;
+
+        public void Dispose()
+        {
+            if (Interlocked.Exchange(ref _disposed, 1) == 0)
+            {
+                Interlocked.Decrement(ref owner._watchers);
+            }
+        }
+    }
+
+    /// <summary>Values of the grouping tags, in <see cref="GroupTags"/> order.</summary>
+    public readonly record struct TagKey(string? Cluster, string? Destination, string? ProtocolVersion, string? ErrorType, string? TlsVersion);
+
+    /// <summary>What one instrument name recorded: total (sum, or count for a histogram), groups, recent histogram values.</summary>
+    // Written by measurement callbacks (any thread) under _lock; read by the dashboard's sampler under the same lock.
+    public sealed class InstrumentTotals(MetricsAggregator owner, bool isHistogram)
+    {
+        private readonly Lock _lock = new();
+        private readonly Dictionary<TagKey, double> _groups = [];
+        private readonly (long Timestamp, double Value)[] _recent = isHistogram ? new (long, double)[HistogramCapacity] : [];
+        private int _next;
+        private int _count;
+        private double _total;
+
+        public bool IsHistogram { get; } = isHistogram;
+
+        /// <summary>The sum of all measurements, or for a histogram the number of them.</summary>
+        public double Total
+        {
+            get
+            {
+                lock (_lock)
+                {
+                    return _total;
+                }
+            }
+        }
+
+        internal void Record(double value, ReadOnlySpan<KeyValuePair<string, object?>> tags)
+        {
+            var key = Key(tags);
+            var amount = IsHistogram ? 1 : value;
+            lock (_lock)
+            {
+                _total += amount;
+                if (key != default)
+                {
+                    _groups[key] = _groups.GetValueOrDefault(key) + amount;
+                }
+
+                if (IsHistogram && owner.Watching)
+                {
+                    _recent[_next] = (Stopwatch.GetTimestamp(), value);
+                    _next = (_next + 1) % _recent.Length;
+                    _count = Math.Min(_count + 1, _recent.Length);
+                }
+            }
+        }
+
+        /// <summary>Sums by one projection of the tag key (e.g. by cluster), skipping measurements without that tag.</summary>
+        public Dictionary<string, double> SumBy(Func<TagKey, string?> selector)
+        {
+            var result = new Dictionary<string, double>(StringComparer.Ordinal);
+            lock (_lock)
+            {
+                foreach (var (key, value) in _groups)
+                {
+                    if (selector(key) is { } group)
+                    {
+                        result[group] = result.GetValueOrDefault(group) + value;
+                    }
+                }
+            }
+
+            return result;
+        }
+
+        /// <summary>The <paramref name="quantiles"/> of the values recorded within <paramref name="window"/>; null when there are none.</summary>
+        public double[]? Percentiles(TimeSpan window, params double[] quantiles)
+        {
+            var since = Stopwatch.GetTimestamp() - (long)(window.TotalSeconds * Stopwatch.Frequency);
+            List<double> values;
+            lock (_lock)
+            {
+                values = new List<double>(_count);
+                for (var i = 0; i < _count; i++)
+                {
+                    var (timestamp, value) = _recent[i];
+                    if (timestamp >= since)
+                    {
+                        values.Add(value);
+                    }
+                }
+            }
+
+            if (values.Count == 0)
+            {
+                return null;
+            }
+
+            values.Sort();
+            // Nearest rank: the smallest value with at least q of the values at or below it.
+            return quantiles.Select(q => values[Math.Clamp((int)Math.Ceiling(q * values.Count) - 1, 0, values.Count - 1)]).ToArray();
+        }
+
+        private static TagKey Key(ReadOnlySpan<KeyValuePair<string, object?>> tags)
+        {
+            string? cluster = null, destination = null, protocol = null, error = null, tls = null;
+            foreach (var (name, value) in tags)
+            {
+                switch (name)
+                {
+                    case "proxy.cluster": cluster = value?.ToString(); break;
+                    case "proxy.destination": destination = value?.ToString(); break;
+                    case "network.protocol.version": protocol = value?.ToString(); break;
+                    case "error.type": error = value?.ToString(); break;
+                    case "tls.protocol.version": tls = value?.ToString(); break;
+                }
+            }
+
+            return new TagKey(cluster, destination, protocol, error, tls);
+        }
+    }
+}
