@@ -28,6 +28,9 @@ public sealed class DemoBackends : IAsyncDisposable
     /// <summary>The bound address of the SSE backend (HTTP/1.1 and h2c).</summary>
     public Uri SseAddress { get; private set; } = null!;
 
+    /// <summary>The admin endpoint the demo page links to (set once it listens; null when it is off).</summary>
+    public Uri? DashboardAddress { get; internal set; }
+
     /// <summary>The bound address of the gRPC echo backend (h2c).</summary>
     public Uri GrpcAddress { get; private set; } = null!;
 
@@ -43,7 +46,7 @@ public sealed class DemoBackends : IAsyncDisposable
             var sse = new SseOptions { Interval = options.SseInterval };
             demo.SseAddress = await demo.StartAppAsync(options.SseUrl, services: null, app =>
             {
-                app.MapGet("/", () => "Proxy demo backend. Try /events (server-sent events) or the gRPC echo service proxy.interop.Echo.\n");
+                app.MapGet("/", () => Results.Content(DemoPage.Render(demo.DashboardAddress), "text/html; charset=utf-8"));
                 app.MapServerSentEvents("/events", sse);
             }, cancellationToken);
             demo.GrpcAddress = await demo.StartAppAsync(options.GrpcUrl, services => services.AddEchoService(), app => app.MapEchoService(), cancellationToken);

@@ -143,6 +143,10 @@ public sealed class ProxyHostApp : IAsyncDisposable
             if (host.Admin is { } admin)
             {
                 await admin.StartAsync(cancellationToken);
+                if (host.Demo is not null)
+                {
+                    host.Demo.DashboardAddress = admin.Address;
+                }
             }
         }
         catch (Exception ex) when (ex is IOException or Microsoft.AspNetCore.Connections.AddressInUseException or System.Net.Sockets.SocketException)

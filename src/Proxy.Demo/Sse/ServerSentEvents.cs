@@ -40,8 +40,9 @@ public static class ServerSentEvents
 
         for (var sent = 0; options.MaxEvents is not { } max || sent < max; sent++, next++)
         {
+            // No event: field, so each is a "message" event: a browser's EventSource.onmessage sees it.
             var data = string.Create(CultureInfo.InvariantCulture, $"{{\"id\":{next},\"time\":\"{time.GetUtcNow():O}\"}}");
-            await response.WriteAsync($"id: {next}\nevent: tick\ndata: {data}\n\n", aborted);
+            await response.WriteAsync($"id: {next}\ndata: {data}\n\n", aborted);
             await response.Body.FlushAsync(aborted);
             try
             {
