@@ -1,4 +1,6 @@
 using Microsoft.Extensions.Configuration.Memory;
+using Microsoft.Extensions.Logging.Console;
+using Microsoft.Extensions.Options;
 
 namespace Proxy.Host;
 
@@ -87,13 +89,26 @@ internal static class HostConfiguration
             .Cast<System.Reflection.AssemblyMetadataAttribute>()
             .FirstOrDefault(a => a.Key == ProjectDirectoryMetadataKey)?.Value;
 
+    /// <summary>
+    /// The console logger, with the standard options: <c>Logging:Console:FormatterName</c> (simple, json, systemd) and
+    /// <c>Logging:Console:FormatterOptions:*</c>. Without them: the simple formatter, one line per message, a short timestamp.
+    /// </summary>
     public static void ConfigureLogging(WebApplicationBuilder builder)
     {
+        // NOTE: AddSimpleConsole(...) would pin the formatter to "simple" after the configuration is read (its options
+        // callback runs last), which is why json and systemd were ignored. Here the defaults run first instead: inserted
+        // ahead of the configuration binding that WebApplication.CreateBuilder registered, so any configured value wins.
+        // The formatter is named even by default: with no name, the console logger rebuilds the simple formatter's options
+        // from its own obsolete properties and drops these defaults.
+        builder.Services.Insert(0, ServiceDescriptor.Singleton<IConfigureOptions<ConsoleLoggerOptions>>(
+            new ConfigureOptions<ConsoleLoggerOptions>(o => o.FormatterName = ConsoleFormatterNames.Simple)));
+        builder.Services.Insert(0, ServiceDescriptor.Singleton<IConfigureOptions<SimpleConsoleFormatterOptions>>(
+            new ConfigureOptions<SimpleConsoleFormatterOptions>(o =>
+            {
+                o.SingleLine = true;
+                o.TimestampFormat = "HH:mm:ss ";
+            })));
         builder.Logging.ClearProviders();
-        builder.Logging.AddSimpleConsole(options =>
-        {
-            options.SingleLine = true;
-            options.TimestampFormat = "HH:mm:ss ";
-        });
+        builder.Logging.AddConsole();
     }
 }
