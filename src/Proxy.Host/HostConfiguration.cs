@@ -32,6 +32,8 @@ internal static class HostConfiguration
                 ["Logging:LogLevel:Default"] = "Information",
                 ["Logging:LogLevel:Microsoft.AspNetCore"] = "Warning",
                 ["Logging:LogLevel:Microsoft.Hosting.Lifetime"] = "Warning",
+                // Enabled or not by AccessLog:Enabled; when on, it shows whatever the default level.
+                ["Logging:LogLevel:Proxy.AccessLog"] = "Information",
                 // A failed start is reported once, in one line, by ProxyHostApp.RunAsync.
                 ["Logging:LogLevel:Microsoft.Extensions.Hosting"] = "Critical",
             },

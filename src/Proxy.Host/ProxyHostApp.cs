@@ -6,6 +6,7 @@ using Microsoft.AspNetCore.Hosting.Server;
 using Microsoft.AspNetCore.Hosting.Server.Features;
 using Proxy.Forwarding;
 using Proxy.Forwarding.Configuration;
+using Proxy.Host.AccessLog;
 using Proxy.Host.Admin;
 using Proxy.Relay;
 
@@ -96,6 +97,11 @@ public sealed class ProxyHostApp : IAsyncDisposable
             // The native relay: the default transport on our server; on Kestrel clusters opt in with "Transport": "Native".
             builder.Services.AddProxyForwarding().LoadFromConfig(builder.Configuration.GetSection(ReverseProxySection)).AddNativeRelay();
             var app = builder.Build();
+            if (builder.Configuration.GetSection(AccessLogOptions.Section).Get<AccessLogOptions>()?.Enabled == true)
+            {
+                app.UseMiddleware<AccessLogMiddleware>(); // ahead of the proxy endpoints, so it sees each request end
+            }
+
             reloadLog.Logger = app.Services.GetRequiredService<ILoggerFactory>().CreateLogger("Proxy.Host");
             app.MapProxyForwarding(); // Loads and validates the config: a bad one throws here, before any port is bound.
             var admin = adminOptions is null ? null : AdminEndpoint.Build(adminOptions, app, server);
