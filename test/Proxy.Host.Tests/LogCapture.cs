@@ -7,12 +7,13 @@ namespace Proxy.Host.Tests;
 public sealed class LogCapture : ILoggerProvider
 {
     private readonly object _lock = new();
-    private readonly List<string> _messages = [];
-    private readonly List<(Func<string, bool> Match, TaskCompletionSource<string> Found)> _waiters = [];
     private readonly List<LogEntry> _entries = [];
-    private readonly List<(Func<LogEntry, bool> Match, TaskCompletionSource<LogEntry> Found)> _entryWaiters = [];
+    private readonly List<(Func<LogEntry, bool> Match, TaskCompletionSource<LogEntry> Found)> _waiters = [];
 
-    /// <summary>Completes with the first entry (seen already or to come) that <paramref name="match"/> accepts: category and structured state too.</summary>
+    /// <summary>Completes with the first message (seen already or to come) that <paramref name="match"/> accepts.</summary>
+    public async Task<string> WaitForAsync(Func<string, bool> match) => (await WaitForEntryAsync(e => match(e.Message))).Message;
+
+    /// <summary>Completes with the first entry (seen already or to come) that <paramref name="match"/> accepts: category and structured fields too.</summary>
     public Task<LogEntry> WaitForEntryAsync(Func<LogEntry, bool> match)
     {
         lock (_lock)
@@ -24,7 +25,7 @@ public sealed class LogCapture : ILoggerProvider
             }
 
             var found = new TaskCompletionSource<LogEntry>(TaskCreationOptions.RunContinuationsAsynchronously);
-            _entryWaiters.Add((match, found));
+            _waiters.Add((match, found));
             return found.Task;
         }
     }
@@ -38,44 +39,20 @@ public sealed class LogCapture : ILoggerProvider
         }
     }
 
-    /// <summary>Completes with the first message (seen already or to come) that <paramref name="match"/> accepts.</summary>
-    public Task<string> WaitForAsync(Func<string, bool> match)
-    {
-        lock (_lock)
-        {
-            var seen = _messages.FirstOrDefault(match);
-            if (seen is not null)
-            {
-                return Task.FromResult(seen);
-            }
-
-            var found = new TaskCompletionSource<string>(TaskCreationOptions.RunContinuationsAsynchronously);
-            _waiters.Add((match, found));
-            return found.Task;
-        }
-    }
-
     public ILogger CreateLogger(string categoryName) => new Logger(this, categoryName);
 
     public void Dispose()
     {
     }
 
-    private void Add(string message, LogEntry entry)
+    private void Add(LogEntry entry)
     {
         lock (_lock)
         {
             _entries.Add(entry);
-            foreach (var waiter in _entryWaiters.Where(w => w.Match(entry)).ToList())
+            foreach (var waiter in _waiters.Where(w => w.Match(entry)).ToList())
             {
                 waiter.Found.TrySetResult(entry);
-                _entryWaiters.Remove(waiter);
-            }
-
-            _messages.Add(message);
-            foreach (var waiter in _waiters.Where(w => w.Match(message)).ToList())
-            {
-                waiter.Found.TrySetResult(message);
                 _waiters.Remove(waiter);
             }
         }
@@ -89,9 +66,8 @@ public sealed class LogCapture : ILoggerProvider
 
         public void Log<TState>(LogLevel logLevel, EventId eventId, TState state, Exception? exception, Func<TState, Exception?, string> formatter)
         {
-            var message = formatter(state, exception);
             var fields = state as IReadOnlyList<KeyValuePair<string, object?>> ?? [];
-            capture.Add(message, new LogEntry(category, eventId.Id, message, fields.ToDictionary(f => f.Key, f => f.Value)));
+            capture.Add(new LogEntry(category, eventId.Id, formatter(state, exception), fields.ToDictionary(f => f.Key, f => f.Value)));
         }
     }
 }
