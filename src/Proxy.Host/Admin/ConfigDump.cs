@@ -115,7 +115,8 @@ internal static class ConfigDump
     private static bool IsSecretName(string name) =>
         SecretNameParts.Any(part => name.Contains(part, StringComparison.OrdinalIgnoreCase));
 
-    private static string WithoutUserInfo(string address) =>
+    /// <summary>The address with any user info (user:password@) replaced by <see cref="Redacted"/>.</summary>
+    internal static string WithoutUserInfo(string address) =>
         Uri.TryCreate(address, UriKind.Absolute, out var uri) && uri.UserInfo.Length > 0
             ? new UriBuilder(uri) { UserName = Redacted, Password = "" }.Uri.ToString()
             : address;

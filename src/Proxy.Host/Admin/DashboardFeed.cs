@@ -65,7 +65,9 @@ internal sealed class DashboardFeed(MetricsAggregator metrics, IProxyStateLookup
             {
                 if (--_subscribers == 0)
                 {
-                    _latest = null; // the next dashboard starts from fresh numbers, not the last ones seen
+                    // The next dashboard starts from fresh numbers, and its first rate is not averaged over the idle time.
+                    _latest = null;
+                    _previous = null;
                     _sampling?.Cancel();
                     _sampling?.Dispose();
                     _sampling = null;
@@ -174,7 +176,7 @@ internal sealed class DashboardFeed(MetricsAggregator metrics, IProxyStateLookup
             sse?.GetValueOrDefault(cluster.ClusterId),
             cluster.Destinations.Select(d => new DestinationView(
                 d.DestinationId,
-                d.Config.Address,
+                ConfigDump.WithoutUserInfo(d.Config.Address),
                 d.Health.ToString(),
                 d.ConcurrentRequestCount,
                 d.QueuedRequestCount,
