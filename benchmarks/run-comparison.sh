@@ -253,8 +253,9 @@ start_target() {
         listen+=(--ReverseProxy:Clusters:http:Transport=HttpClient --ReverseProxy:Clusters:grpc:Transport=HttpClient)
       fi
       render "$PEERS/proxy.json" "$WORK/proxy.json"
+      # Admin endpoint off: its metrics listeners cost CPU per request that the peers here do not pay.
       start_group "$t" dotnet "$HOST_DLL" --config "$WORK/proxy.json" "${listen[@]}" \
-        --ProxyServer:DevelopmentCertificateDirectory="$WORK/ourcert" ;;
+        --ProxyServer:DevelopmentCertificateDirectory="$WORK/ourcert" --Admin:Enabled=false ;;
     proxy-yarp)
       # Yarp.ReverseProxy 2.3.0 on Kestrel with the same proxy.json (benchmarks/peers/yarp-app).
       [[ -f "$YARP_DLL" ]] || { SKIP_REASON="benchmarks/peers/yarp-app is not built (run without --no-build once)"; return 3; }

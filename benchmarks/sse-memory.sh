@@ -50,8 +50,9 @@ JSON
 
 dotnet "$LOAD" serve --server proxy --urls http://127.0.0.1:19101 --h2c-port 19102 --sse-rate 1 >"$WORK/backend.log" 2>&1 &
 PIDS+=($!)
+# Admin endpoint off, as in run-comparison.sh: the measurement is the proxy's own memory per stream.
 dotnet "$HOST" --config "$WORK/proxy.json" --urls "https://127.0.0.1:18443" \
-  --ProxyServer:DevelopmentCertificateDirectory="$WORK/cert" >"$WORK/proxy.log" 2>&1 &
+  --ProxyServer:DevelopmentCertificateDirectory="$WORK/cert" --Admin:Enabled=false >"$WORK/proxy.log" 2>&1 &
 PROXY=$!; PIDS+=($PROXY)
 for _ in $(seq 1 60); do
   grep -q "ready" "$WORK/backend.log" 2>/dev/null && curl -sk -o /dev/null https://127.0.0.1:18443/ 2>/dev/null && break
