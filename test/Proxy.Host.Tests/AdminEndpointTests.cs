@@ -29,6 +29,7 @@ public sealed class AdminEndpointTests
         Assert.Contains("proxy_forwarding_requests_total{", metrics, StringComparison.Ordinal);
         Assert.Contains("http_server_request_duration_seconds_bucket{", metrics, StringComparison.Ordinal);
         Assert.Contains("dotnet_gc_collections_total", metrics, StringComparison.Ordinal);
+        Assert.DoesNotContain("http_route=\"/healthz\"", metrics, StringComparison.Ordinal); // admin requests are not traffic
         var started = await logs.WaitForAsync(m => m.StartsWith("Admin listening on ", StringComparison.Ordinal));
         Assert.Contains(runner.Admin.GetLeftPart(UriPartial.Authority), started, StringComparison.Ordinal);
     }

@@ -57,6 +57,16 @@ internal sealed class AdminEndpoint : IAsyncDisposable
 
         HostServer.Use(builder, server);
         var app = builder.Build();
+        // Scrapes and dashboards are not traffic: keep them out of http.server.request.duration (the proxy's requests).
+        app.Use((context, next) =>
+        {
+            if (context.Features.Get<IHttpMetricsTagsFeature>() is { } metricsTags)
+            {
+                metricsTags.MetricsDisabled = true;
+            }
+
+            return next(context);
+        });
         if (!string.IsNullOrEmpty(options.Token))
         {
             app.Use(RequireToken(Encoding.UTF8.GetBytes(options.Token)));
