@@ -113,6 +113,22 @@ public sealed class AdminEndpointTests
     }
 
     [Fact]
+    public async Task RunAsync_AdminPortInUse_ExitsOneNamingAdminUrl()
+    {
+        using var taken = new System.Net.Sockets.TcpListener(IPAddress.Loopback, 0);
+        taken.Start();
+        var url = $"http://127.0.0.1:{((IPEndPoint)taken.LocalEndpoint).Port}";
+        using var folder = new TempFolder();
+        using var error = new StringWriter();
+
+        var exitCode = await ProxyHostApp.RunAsync([.. HostRunner.PortZeroArguments(folder), $"--Admin:Url={url}"], error);
+
+        Assert.Equal(1, exitCode);
+        Assert.StartsWith($"The admin endpoint could not listen on {url} (", error.ToString(), StringComparison.Ordinal);
+        Assert.Contains("set Admin:Url (port 0 picks a free one), or set Admin:Enabled=false.", error.ToString(), StringComparison.Ordinal);
+    }
+
+    [Fact]
     public async Task Admin_Disabled_NoAdminEndpoint()
     {
         await using var runner = await HostRunner.StartAsync("--Admin:Enabled=false");
