@@ -1,5 +1,5 @@
 // A small server-sent events service on Proxy.Server: `dotnet run --project samples/SseBackend`.
-//   GET /events  -> "id: N / event: tick / data: {...}" every Sse:Interval (default 1 s), each event flushed
+//   GET /events  -> "id: N / data: {...}" (unnamed: EventSource.onmessage sees them) every Sse:Interval (default 1 s), each event flushed
 //                   as it is written. A client that reconnects with Last-Event-ID: N continues at N+1.
 //   GET /        -> a one-line description
 // Listens on http://127.0.0.1:5101 (HTTP/1.1 and h2c); override with --urls. Interval: --Sse:Interval=00:00:00.250.
