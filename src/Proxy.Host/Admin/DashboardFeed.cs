@@ -110,6 +110,7 @@ internal sealed class DashboardFeed(MetricsAggregator metrics, IProxyStateLookup
     // Called under _lock.
     private string Sample()
     {
+        metrics.Observe();
         var now = time.GetTimestamp();
         var requests = Total("proxy.forwarding.requests");
         var errors = Total("proxy.forwarding.errors");

@@ -67,6 +67,22 @@ internal sealed class MetricsAggregator : IDisposable
         }
     }
 
+    /// <summary>
+    /// Takes the current values of observable instruments (gauges and observable counters report absolute values when
+    /// asked, not changes): each one's totals restart from zero and its callbacks add up what they report now.
+    /// </summary>
+    public void Observe()
+    {
+        List<InstrumentTotals> observable;
+        lock (_instrumentsLock)
+        {
+            observable = _instruments.Values.Where(t => t.IsObservable).ToList();
+        }
+
+        observable.ForEach(t => t.Reset());
+        _listener.RecordObservableInstruments();
+    }
+
     /// <summary>Names of every instrument read so far (the dashboard lists them, so a missing one is easy to spot).</summary>
     public List<string> Names()
     {
@@ -83,7 +99,10 @@ internal sealed class MetricsAggregator : IDisposable
             // Two meters may publish the same name (Kestrel and ours both host apps): one totals object adds them up.
             if (!_instruments.TryGetValue(instrument.Name, out var totals))
             {
-                totals = new InstrumentTotals(this, instrument.GetType().IsGenericType && instrument.GetType().GetGenericTypeDefinition() == typeof(Histogram<>));
+                totals = new InstrumentTotals(this, instrument.GetType().IsGenericType && instrument.GetType().GetGenericTypeDefinition() == typeof(Histogram<>))
+                {
+                    IsObservable = instrument.IsObservable,
+                };
                 _instruments.Add(instrument.Name, totals);
             }
 
@@ -121,6 +140,18 @@ internal sealed class MetricsAggregator : IDisposable
         private double _total;
 
         public bool IsHistogram { get; } = isHistogram;
+
+        /// <summary>Reports absolute values when observed (<see cref="Observe"/>), rather than changes as they happen.</summary>
+        public bool IsObservable { get; init; }
+
+        internal void Reset()
+        {
+            lock (_lock)
+            {
+                _total = 0;
+                _groups.Clear();
+            }
+        }
 
         /// <summary>The sum of all measurements, or for a histogram the number of them.</summary>
         public double Total

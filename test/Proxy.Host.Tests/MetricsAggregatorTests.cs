@@ -1,0 +1,86 @@
+using System.Diagnostics.Metrics;
+using Microsoft.Extensions.DependencyInjection;
+using Proxy.Host.Admin;
+
+namespace Proxy.Host.Tests;
+
+/// <summary>The dashboard's in-process reader of instruments by name. Meters come from a factory of the test's own, as the proxy app's do.</summary>
+public sealed class MetricsAggregatorTests : IDisposable
+{
+    private readonly ServiceProvider _services = new ServiceCollection().AddMetrics().BuildServiceProvider();
+
+    private IMeterFactory Factory => _services.GetRequiredService<IMeterFactory>();
+
+    [Fact]
+    public void Counters_SummedAndGroupedByClusterAndDestination()
+    {
+        using var aggregator = new MetricsAggregator(Factory);
+        var meter = Factory.Create("Proxy.Forwarding");
+        var queue = meter.CreateUpDownCounter<long>("proxy.forwarding.pool.queue_length");
+
+        queue.Add(2, new("proxy.cluster", "a"), new("proxy.destination", "d1"));
+        queue.Add(3, new("proxy.cluster", "a"), new("proxy.destination", "d2"));
+        queue.Add(-1, new("proxy.cluster", "a"), new("proxy.destination", "d1"));
+
+        var totals = aggregator.Find("proxy.forwarding.pool.queue_length")!;
+        Assert.Equal(4, totals.Total);
+        Assert.Equal(new Dictionary<string, double> { ["d1"] = 1, ["d2"] = 3 }, totals.SumBy(k => k.Destination));
+    }
+
+    [Fact]
+    public void Observe_ObservableGauge_CurrentValuesNotAccumulated()
+    {
+        using var aggregator = new MetricsAggregator(Factory);
+        var meter = Factory.Create("Proxy.Forwarding");
+        var connections = 5;
+        meter.CreateObservableUpDownCounter("proxy.forwarding.backend.connections", () => new[]
+        {
+            new Measurement<int>(connections, new KeyValuePair<string, object?>("proxy.cluster", "a")),
+            new Measurement<int>(1, new KeyValuePair<string, object?>("proxy.cluster", "b")),
+        });
+
+        aggregator.Observe();
+        aggregator.Observe();
+        var first = aggregator.Find("proxy.forwarding.backend.connections")!.Total;
+        connections = 2;
+        aggregator.Observe();
+
+        Assert.Equal(6, first);
+        Assert.Equal(3, aggregator.Find("proxy.forwarding.backend.connections")!.Total);
+    }
+
+    [Fact]
+    public void Percentiles_ValuesRecordedWhileWatched_NearestRank()
+    {
+        using var aggregator = new MetricsAggregator(Factory);
+        var duration = Factory.Create("Proxy.Forwarding").CreateHistogram<double>("proxy.forwarding.request.duration");
+        duration.Record(1000); // nobody watches: counted, value not kept
+        using (aggregator.Watch())
+        {
+            for (var i = 1; i <= 100; i++)
+            {
+                duration.Record(i);
+            }
+        }
+
+        var totals = aggregator.Find("proxy.forwarding.request.duration")!;
+        Assert.Equal(101, totals.Total);
+        Assert.Equal([50, 99], totals.Percentiles(TimeSpan.FromMinutes(1), 0.5, 0.99)!);
+    }
+
+    [Fact]
+    public void Meters_OfAnotherAppsFactory_Ignored()
+    {
+        using var aggregator = new MetricsAggregator(Factory);
+        using var otherApp = new ServiceCollection().AddMetrics().BuildServiceProvider();
+        var other = otherApp.GetRequiredService<IMeterFactory>().Create("Proxy.Forwarding").CreateCounter<long>("proxy.forwarding.requests");
+        var ours = Factory.Create("Proxy.Forwarding").CreateCounter<long>("proxy.forwarding.requests");
+
+        other.Add(10);
+        ours.Add(1);
+
+        Assert.Equal(1, aggregator.Find("proxy.forwarding.requests")!.Total);
+    }
+
+    public void Dispose() => _services.Dispose();
+}
