@@ -54,7 +54,8 @@ internal sealed partial class HttpForwarder
         // Step 2: the request head from the decoded fields, transforms applied. A derived transformer only knows
         // HttpRequestMessage: that request goes through HttpClient.
         var destination = NativeDestination.For(destinationPrefix);
-        var head = new ForwarderRequestHead
+        // Room for the client's fields and the default X-Forwarded-For/Proto/Host/Prefix.
+        var head = new ForwarderRequestHead(context.Request.Headers.Count + 4)
         {
             Method = context.Request.Method,
             Authority = destination.Authority,
