@@ -5,21 +5,23 @@
 # With flow control coupled end to end the proxy holds about two stream windows per transfer whatever the size, so
 # its RSS must not grow with the bytes moved.
 #
-#   benchmarks/slow-peer-memory.sh [--size 1073741824] [--rate 1048576] [--sample-seconds 0] [--no-build]
+#   benchmarks/slow-peer-memory.sh [--size 1073741824] [--rate 1048576] [--sample-seconds 0] [--transfers LIST] [--no-build]
 #
 # --size bytes per transfer, --rate the slow side's bytes/s (curl --limit-rate for downloads, the backend's
 # POST /sink?rate= for uploads). At the defaults each transfer takes about 17 minutes. --sample-seconds N stops the
-# transfers after N seconds (0: let them finish). Ports: 19201/19202 (backend), 18543 (proxy).
+# transfers after N seconds (0: let them finish). --transfers picks some of down-h1,down-h2,up-h1,up-h2 (default all,
+# at once). The proxy's environment passes through (e.g. DOTNET_gcServer=1). Ports: 19201/19202 (backend), 18543 (proxy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-SIZE=1073741824; RATE=1048576; SAMPLE=0; BUILD=1
+SIZE=1073741824; RATE=1048576; SAMPLE=0; BUILD=1; TRANSFERS="down-h1,down-h2,up-h1,up-h2"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --size) SIZE=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --sample-seconds) SAMPLE=$2; shift 2 ;;
+    --transfers) TRANSFERS=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -72,13 +74,17 @@ IDLE=$(rss)
 
 CURLS=()
 for b in h1 h2; do
+  if [[ ",$TRANSFERS," == *",down-$b,"* ]]; then
   curl -sk --http2 --limit-rate "$RATE" -o /dev/null -w "download via $b backend: %{size_download} bytes, HTTP %{http_code}, %{time_total} s\n" \
     "https://127.0.0.1:18543/$b/stream/$SIZE" >"$WORK/down-$b.out" 2>&1 &
   CURLS+=($!)
+  fi
+  if [[ ",$TRANSFERS," == *",up-$b,"* ]]; then
   # An upload of unknown length (DATA frames until END_STREAM; chunked towards the HTTP/1.1 backend).
   (head -c "$SIZE" /dev/zero | curl -sk --http2 -o "$WORK/up-$b.body" -X POST -T - -w "upload via $b backend: HTTP %{http_code}, %{time_total} s, " \
     "https://127.0.0.1:18543/$b/sink?rate=$RATE" >"$WORK/up-$b.out" 2>&1; echo "backend read $(cat "$WORK/up-$b.body" 2>/dev/null | tr -d '\n') bytes" >>"$WORK/up-$b.out") &
   CURLS+=($!)
+  fi
 done
 PIDS+=("${CURLS[@]}")
 
@@ -95,7 +101,7 @@ while running; do
 done
 for p in "${CURLS[@]}"; do wait "$p" 2>/dev/null || true; done
 cat "$WORK"/down-*.out "$WORK"/up-*.out 2>/dev/null
-echo "4 transfers of ${SIZE} bytes at ${RATE} B/s, $((SECONDS - START)) s: proxy RSS idle ${IDLE} kB, peak ${PEAK} kB, growth $((PEAK - IDLE)) kB"
+echo "${#CURLS[@]} transfers ($TRANSFERS) of ${SIZE} bytes at ${RATE} B/s, $((SECONDS - START)) s: proxy RSS idle ${IDLE} kB, peak ${PEAK} kB, growth $((PEAK - IDLE)) kB"
 # Warm-up (the first transfers fill the pools) against accumulation: RSS a tenth of the way in and at the end.
 n=${#SAMPLES[@]}
 if (( n >= 10 )); then
