@@ -100,7 +100,7 @@ while running; do
   sleep 1
 done
 for p in "${CURLS[@]}"; do wait "$p" 2>/dev/null || true; done
-cat "$WORK"/down-*.out "$WORK"/up-*.out 2>/dev/null
+cat "$WORK"/down-*.out "$WORK"/up-*.out 2>/dev/null || true  # only the transfers that ran have files
 echo "${#CURLS[@]} transfers ($TRANSFERS) of ${SIZE} bytes at ${RATE} B/s, $((SECONDS - START)) s: proxy RSS idle ${IDLE} kB, peak ${PEAK} kB, growth $((PEAK - IDLE)) kB"
 # Warm-up (the first transfers fill the pools) against accumulation: RSS a tenth of the way in and at the end.
 n=${#SAMPLES[@]}

@@ -23,7 +23,7 @@ internal sealed record BackendPoolSettings
     public bool DangerousAcceptAnyServerCertificate { get; init; }
     public Http2ClientOptions Http2 { get; init; } = new();
     public Http1ClientOptions Http1 { get; init; } = new();
-    /// <summary>The backend sockets: reads continue on the receive loop and sends run on the flushing thread (see InlineScheduling).</summary>
+    /// <summary>The backend sockets: reads continue on the receive loop and sends run on the flushing thread (InlineScheduling, set here whatever its default).</summary>
     public Proxy.Transport.Sockets.SocketTransportOptions Sockets { get; init; } = new() { InlineScheduling = true };
 }
 

@@ -32,6 +32,7 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
         _waitForData = options.WaitForDataBeforeAllocatingBuffer;
         var readerScheduler = options.InlineScheduling ? PipeScheduler.Inline : PipeScheduler.ThreadPool;
         _input = new Pipe(new PipeOptions(
+            pool: options.InputMemoryPool,
             readerScheduler: readerScheduler,
             pauseWriterThreshold: options.MaxReadBufferSize,
             resumeWriterThreshold: options.MaxReadBufferSize / 2,
