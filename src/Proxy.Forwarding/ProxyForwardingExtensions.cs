@@ -40,6 +40,7 @@ public static class ProxyForwardingExtensions
         services.TryAddSingleton<ForwardingMetrics>();
         services.TryAddSingleton<IHttpForwarder, HttpForwarder>();
         services.TryAddSingleton<ProxyStateManager>();
+        services.TryAddSingleton<RoutePolicyValidator>();
         services.TryAddSingleton<ProxyEndpointHandler>();
         services.TryAddSingleton<PassiveHealthChecker>();
         services.AddOptions<TransportFailureRateHealthPolicyOptions>();

@@ -135,6 +135,16 @@ internal static class ConfigValidator
         }
 
         CheckPositive(route.Timeout, $"{path}:Timeout", errors);
+        if (route.Timeout is not null && route.TimeoutPolicy is not null)
+        {
+            errors.Add($"{path}:TimeoutPolicy: cannot be combined with Timeout; set one of them.");
+        }
+
+        if (route.MaxRequestBodySize < -1)
+        {
+            errors.Add($"{path}:MaxRequestBodySize: must be a number of bytes, or -1 for no limit.");
+        }
+
         if (route.ActivityTimeout < TimeSpan.Zero)
         {
             errors.Add($"{path}:ActivityTimeout: must not be negative.");

@@ -37,6 +37,12 @@ internal static class ConfigurationReader
             Order = Int(s, "Order", errors),
             Timeout = Time(s, "Timeout", errors),
             ActivityTimeout = Time(s, "ActivityTimeout", errors),
+            AuthorizationPolicy = s["AuthorizationPolicy"],
+            CorsPolicy = s["CorsPolicy"],
+            RateLimiterPolicy = s["RateLimiterPolicy"],
+            OutputCachePolicy = s["OutputCachePolicy"],
+            TimeoutPolicy = s["TimeoutPolicy"],
+            MaxRequestBodySize = Long(s, "MaxRequestBodySize", errors),
             Metadata = Dictionary(s.GetSection("Metadata")),
             Transforms = s.GetSection("Transforms").GetChildren()
                 .Select(t => (IReadOnlyDictionary<string, string>)Dictionary(t)!)
@@ -169,6 +175,23 @@ internal static class ConfigurationReader
         }
 
         if (int.TryParse(text, NumberStyles.Integer, CultureInfo.InvariantCulture, out var value))
+        {
+            return value;
+        }
+
+        errors.Add($"{s.Path}:{key}: '{text}' is not a valid integer.");
+        return null;
+    }
+
+    private static long? Long(IConfigurationSection s, string key, List<string> errors)
+    {
+        var text = s[key];
+        if (text is null)
+        {
+            return null;
+        }
+
+        if (long.TryParse(text, NumberStyles.Integer, CultureInfo.InvariantCulture, out var value))
         {
             return value;
         }

@@ -36,10 +36,12 @@ internal sealed class ProxyStateManager : IDisposable
     private IDisposable? _subscription;
     private TaskCompletionSource _reloadAttempt = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private readonly IForwarderTransport? _nativeTransport;
+    private readonly RoutePolicyValidator? _routePolicies;
 
     public ProxyStateManager(IEnumerable<ILoadBalancingPolicy> policies, ILogger<ProxyStateManager> logger, IProxyConfigProvider? provider = null, TimeProvider? time = null,
-        IEnumerable<IForwarderTransport>? transports = null)
+        IEnumerable<IForwarderTransport>? transports = null, RoutePolicyValidator? routePolicies = null)
     {
+        _routePolicies = routePolicies;
         _nativeTransport = transports?.LastOrDefault();
         _time = time ?? TimeProvider.System;
         _provider = provider;
@@ -114,6 +116,7 @@ internal sealed class ProxyStateManager : IDisposable
         var errors = new List<string>();
         var config = _provider!.GetConfig(errors);
         ConfigValidator.Validate(config, _provider.Name, errors, _policies.Keys.ToList(), _nativeTransport is not null);
+        _routePolicies?.Validate(config, _provider.Name, errors);
         if (errors.Count > 0)
         {
             throw new ProxyConfigException(_provider is ConfigurationConfigProvider c ? errors.ConvertAll(c.DescribeSource) : errors);
