@@ -41,6 +41,8 @@ public static class ProxyForwardingExtensions
         services.TryAddSingleton<IHttpForwarder, HttpForwarder>();
         services.TryAddSingleton<ProxyStateManager>();
         services.TryAddSingleton<RoutePolicyValidator>();
+        // Session affinity's Cookie and CustomHeader keys are protected with the app's key ring.
+        services.AddDataProtection();
         services.TryAddSingleton<ProxyEndpointHandler>();
         services.TryAddSingleton<PassiveHealthChecker>();
         services.AddOptions<TransportFailureRateHealthPolicyOptions>();

@@ -9,7 +9,7 @@ namespace Proxy.Forwarding.Configuration;
 /// Checks a whole snapshot before it is used. Every message starts with the offending key in
 /// configuration syntax (<c>ReverseProxy:Routes:r1:ClusterId: cluster 'x' does not exist</c>).
 /// </summary>
-internal static class ConfigValidator
+internal static partial class ConfigValidator
 {
     private static readonly HashSet<string> KnownPolicies = new(StringComparer.OrdinalIgnoreCase)
     {
@@ -209,6 +209,7 @@ internal static class ConfigValidator
         }
 
         ValidateHealth(cluster, path, errors);
+        ValidateSessionAffinity(cluster.SessionAffinity, $"{path}:SessionAffinity", errors);
 
         if (cluster.HttpRequest is { } request)
         {

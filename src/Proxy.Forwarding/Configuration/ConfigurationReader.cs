@@ -8,7 +8,7 @@ namespace Proxy.Forwarding.Configuration;
 /// so that every malformed value is reported with its full key (<c>ReverseProxy:Routes:r1:Timeout</c>)
 /// instead of an exception from deep inside the binder.
 /// </summary>
-internal static class ConfigurationReader
+internal static partial class ConfigurationReader
 {
     public static ProxyConfig Read(IConfiguration section, List<string> errors)
     {
@@ -115,6 +115,7 @@ internal static class ConfigurationReader
                 Version = request["Version"],
                 VersionPolicy = request["VersionPolicy"],
             },
+            SessionAffinity = ReadSessionAffinity(s.GetSection("SessionAffinity"), errors),
             HealthCheck = !health.Exists() ? null : new HealthCheckConfig
             {
                 AvailableDestinationsPolicy = health["AvailableDestinationsPolicy"],

@@ -37,10 +37,13 @@ internal sealed class ProxyStateManager : IDisposable
     private TaskCompletionSource _reloadAttempt = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private readonly IForwarderTransport? _nativeTransport;
     private readonly RoutePolicyValidator? _routePolicies;
+    private readonly Microsoft.AspNetCore.DataProtection.IDataProtectionProvider? _dataProtection;
 
     public ProxyStateManager(IEnumerable<ILoadBalancingPolicy> policies, ILogger<ProxyStateManager> logger, IProxyConfigProvider? provider = null, TimeProvider? time = null,
-        IEnumerable<IForwarderTransport>? transports = null, RoutePolicyValidator? routePolicies = null)
+        IEnumerable<IForwarderTransport>? transports = null, RoutePolicyValidator? routePolicies = null,
+        Microsoft.AspNetCore.DataProtection.IDataProtectionProvider? dataProtection = null)
     {
+        _dataProtection = dataProtection;
         _routePolicies = routePolicies;
         _nativeTransport = transports?.LastOrDefault();
         _time = time ?? TimeProvider.System;
@@ -142,7 +145,7 @@ internal sealed class ProxyStateManager : IDisposable
 
             // NOTE: a replaced cluster's handler is not disposed: requests in flight still use it.
             // Its idle connections close after PooledConnectionIdleTimeout.
-            clusters[cluster.ClusterId] = BackendPoolFactory.Build(cluster, _policies, _time, _nativeTransport);
+            clusters[cluster.ClusterId] = BackendPoolFactory.Build(cluster, _policies, _time, _nativeTransport, _dataProtection);
             rebuiltClusters++;
         }
 

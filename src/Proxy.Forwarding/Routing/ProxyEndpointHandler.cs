@@ -7,6 +7,7 @@ using Proxy.Forwarding.BackendPools;
 using Proxy.Forwarding.Configuration;
 using Proxy.Forwarding.Forwarder;
 using Proxy.Forwarding.Health;
+using Proxy.Forwarding.SessionAffinity;
 using Proxy.Forwarding.Telemetry;
 
 namespace Proxy.Forwarding.Routing;
@@ -42,7 +43,25 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         }
 
         var available = cluster.AvailableDestinations();
-        var destination = available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(context, cluster, available);
+        // Session affinity first: a request whose key names an available destination goes there, load balancing aside.
+        var (affinity, destination) = cluster.Affinity?.Find(context, available) ?? (AffinityOutcome.NoKey, null);
+        if (affinity == AffinityOutcome.Failed)
+        {
+            Log.AffinityFailed(logger, clusterId, cluster.Affinity!.Return503OnFailure ? SessionAffinityFailurePolicies.Return503Error : SessionAffinityFailurePolicies.Redistribute);
+            if (cluster.Affinity.Return503OnFailure)
+            {
+                await RefuseAsync(context, feature, ForwarderError.NoAvailableDestinations,
+                    $"The session affinity key names no available destination of cluster '{clusterId}' (FailurePolicy {SessionAffinityFailurePolicies.Return503Error}).");
+                return;
+            }
+        }
+
+        destination ??= available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(context, cluster, available);
+        if (destination is not null && affinity != AffinityOutcome.Found)
+        {
+            cluster.Affinity?.Affinitize(context, destination);
+        }
+
         if (destination is null)
         {
             var reason = cluster.Destinations.Count == 0 || available.Count != 0
