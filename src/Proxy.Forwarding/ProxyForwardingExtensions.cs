@@ -66,7 +66,8 @@ public static class ProxyForwardingExtensions
     {
         builder.Services.RemoveAll<IProxyConfigProvider>();
         builder.Services.AddSingleton<IProxyConfigProvider>(services => new ConfigurationConfigProvider(
-            section, section as IConfigurationRoot ?? services.GetService<IConfiguration>() as IConfigurationRoot));
+            section, section as IConfigurationRoot ?? services.GetService<IConfiguration>() as IConfigurationRoot,
+            services.GetService<Microsoft.Extensions.Logging.ILogger<ConfigurationConfigProvider>>()));
         return builder;
     }
 

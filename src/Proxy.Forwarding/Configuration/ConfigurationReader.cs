@@ -10,8 +10,10 @@ namespace Proxy.Forwarding.Configuration;
 /// </summary>
 internal static partial class ConfigurationReader
 {
-    public static ProxyConfig Read(IConfiguration section, List<string> errors)
+    /// <param name="warnings">Receives the keys that are ignored (as YARP ignores them); null = not reported.</param>
+    public static ProxyConfig Read(IConfiguration section, List<string> errors, List<string>? warnings = null)
     {
+        ConfigKeyChecker.Check(section, errors, warnings);
         var routes = new List<RouteConfig>();
         foreach (var child in section.GetSection("Routes").GetChildren())
         {

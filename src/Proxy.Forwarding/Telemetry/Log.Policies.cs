@@ -7,6 +7,6 @@ internal static partial class Log
     [LoggerMessage(30, LogLevel.Debug, "Session affinity key of cluster '{ClusterId}' names no available destination; failure policy {FailurePolicy}")]
     public static partial void AffinityFailed(ILogger logger, string clusterId, string failurePolicy);
 
-    [LoggerMessage(31, LogLevel.Warning, "{Key} is ignored: {Reason}")]
-    public static partial void ConfigKeyIgnored(ILogger logger, string key, string reason);
+    [LoggerMessage(31, LogLevel.Warning, "Reverse proxy configuration: {Message}")]
+    public static partial void ConfigKeyIgnored(ILogger logger, string message);
 }
