@@ -251,10 +251,7 @@ public sealed class RoutePolicyTests : IDisposable
     {
         var values = new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", "http://127.0.0.1:1/")
             .Set("Routes:r1:Timeout", "00:00:05").Set(key, key.EndsWith("Size", StringComparison.Ordinal) ? "-2" : "short");
-        var errors = new List<string>();
-        var config = ConfigurationReader.Read(new ConfigurationBuilder().AddInMemoryCollection(values).Build().GetSection("ReverseProxy"), errors);
-
-        ConfigValidator.Validate(config, "ReverseProxy", errors);
+        var errors = values.ReadAndValidate();
 
         Assert.Contains(errors, e => e.StartsWith(expected, StringComparison.Ordinal));
     }

@@ -199,10 +199,7 @@ public sealed class SessionAffinityTests
             .Set("Clusters:c1:SessionAffinity:Enabled", "true")
             .Set("Clusters:c1:SessionAffinity:AffinityKeyName", "k")
             .Set("Clusters:c1:SessionAffinity:" + key, value);
-        var errors = new List<string>();
-        var config = ConfigurationReader.Read(new ConfigurationBuilder().AddInMemoryCollection(values).Build().GetSection("ReverseProxy"), errors);
-
-        ConfigValidator.Validate(config, "ReverseProxy", errors);
+        var errors = values.ReadAndValidate();
 
         Assert.Contains(errors, e => e.StartsWith(expected, StringComparison.Ordinal));
     }

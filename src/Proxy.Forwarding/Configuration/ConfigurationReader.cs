@@ -169,7 +169,12 @@ internal static partial class ConfigurationReader
         return null;
     }
 
-    private static int? Int(IConfigurationSection s, string key, List<string> errors)
+    private static int? Int(IConfigurationSection s, string key, List<string> errors) => Integer<int>(s, key, errors);
+
+    private static long? Long(IConfigurationSection s, string key, List<string> errors) => Integer<long>(s, key, errors);
+
+    private static T? Integer<T>(IConfigurationSection s, string key, List<string> errors)
+        where T : struct, System.Numerics.IBinaryInteger<T>
     {
         var text = s[key];
         if (text is null)
@@ -177,24 +182,7 @@ internal static partial class ConfigurationReader
             return null;
         }
 
-        if (int.TryParse(text, NumberStyles.Integer, CultureInfo.InvariantCulture, out var value))
-        {
-            return value;
-        }
-
-        errors.Add($"{s.Path}:{key}: '{text}' is not a valid integer.");
-        return null;
-    }
-
-    private static long? Long(IConfigurationSection s, string key, List<string> errors)
-    {
-        var text = s[key];
-        if (text is null)
-        {
-            return null;
-        }
-
-        if (long.TryParse(text, NumberStyles.Integer, CultureInfo.InvariantCulture, out var value))
+        if (T.TryParse(text, NumberStyles.Integer, CultureInfo.InvariantCulture, out var value))
         {
             return value;
         }
