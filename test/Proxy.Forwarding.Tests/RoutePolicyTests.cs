@@ -188,6 +188,20 @@ public sealed class RoutePolicyTests : IDisposable
         }
     }
 
+    [Fact]
+    public async Task MaxRequestBodySize_Route_LongerChunkedBody413()
+    {
+        await using var backend = await PolicyApps.StartCountingBackendAsync();
+        await using var proxy = await PolicyApps.StartAsync(Routes(backend, ("small", "MaxRequestBodySize", "10")));
+        using var http = proxy.CreateClient();
+        // No length declared: the limit is met while the body streams.
+        using var body = new StreamContent(new MemoryStream(new byte[100]));
+
+        using var response = await http.PostAsync("/small/x", body).WaitAsync(Guard);
+
+        Assert.Equal(HttpStatusCode.RequestEntityTooLarge, response.StatusCode);
+    }
+
     [Theory]
     [InlineData("AuthorizationPolicy", "authorization")]
     [InlineData("CorsPolicy", "CORS")]
@@ -215,15 +229,17 @@ public sealed class RoutePolicyTests : IDisposable
         Assert.EndsWith($"(in {path})", message);
     }
 
-    [Fact]
-    public async Task AuthorizationPolicy_AppWithoutAuthorization_StartupFailsSayingWhatToAdd()
+    [Theory]
+    [InlineData("AuthorizationPolicy", "default", "'default' needs the app's authorization services: call services.AddAuthorization(...)")]
+    [InlineData("CorsPolicy", "disable", "'disable' needs the app's CORS services and middleware: call services.AddCors(...) and app.UseCors()")]
+    public async Task PolicyKey_AppWithoutItsServices_StartupFailsSayingWhatToAdd(string key, string value, string expected)
     {
         var config = new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", "http://127.0.0.1:1/")
-            .Set("Routes:r1:AuthorizationPolicy", "default");
+            .Set("Routes:r1:" + key, value);
 
         var error = await Assert.ThrowsAsync<ProxyConfigException>(() => Proxies.StartConfiguredAsync(config));
 
-        Assert.Contains("ReverseProxy:Routes:r1:AuthorizationPolicy: 'default' needs the app's authorization services: call services.AddAuthorization(...)", error.Message);
+        Assert.Contains($"ReverseProxy:Routes:r1:{key}: {expected}", error.Message);
     }
 
     [Fact]

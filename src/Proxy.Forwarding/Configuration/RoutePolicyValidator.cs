@@ -71,14 +71,21 @@ internal sealed class RoutePolicyValidator(IServiceProvider services)
 
     private void CheckCors(string? name, string path, List<string> errors)
     {
-        if (string.IsNullOrEmpty(name) || RoutePolicyNames.Is(name, RoutePolicyNames.Disable))
+        if (string.IsNullOrEmpty(name))
         {
             return;
         }
 
+        // Even 'disable' needs them: routing refuses (500) an endpoint with CORS metadata that no UseCors() has seen,
+        // and UseCors() cannot run without AddCors().
         if (services.GetService<ICorsPolicyProvider>() is not { } provider)
         {
-            errors.Add($"{path}: '{name}' needs the app's CORS services: call services.AddCors(...).");
+            errors.Add($"{path}: '{name}' needs the app's CORS services and middleware: call services.AddCors(...) and app.UseCors().");
+            return;
+        }
+
+        if (RoutePolicyNames.Is(name, RoutePolicyNames.Disable))
+        {
             return;
         }
 
