@@ -4,7 +4,7 @@ namespace Proxy.Forwarding.Telemetry;
 
 internal static partial class Log
 {
-    [LoggerMessage(30, LogLevel.Debug, "Session affinity key of cluster '{ClusterId}' names no available destination; failure policy {FailurePolicy}")]
+    [LoggerMessage(30, LogLevel.Debug, "Session affinity key of cluster '{ClusterId}' is unreadable or names no available destination; failure policy {FailurePolicy}")]
     public static partial void AffinityFailed(ILogger logger, string clusterId, string failurePolicy);
 
     [LoggerMessage(31, LogLevel.Warning, "Reverse proxy configuration: {Message}")]
