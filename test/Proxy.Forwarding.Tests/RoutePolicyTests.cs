@@ -1,5 +1,11 @@
 using System.Net;
+using Microsoft.AspNetCore.Authorization;
 using Microsoft.AspNetCore.Builder;
+using Microsoft.AspNetCore.Cors.Infrastructure;
+using Microsoft.AspNetCore.Http.Timeouts;
+using Microsoft.AspNetCore.OutputCaching;
+using Microsoft.AspNetCore.RateLimiting;
+using Microsoft.AspNetCore.Routing;
 using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.DependencyInjection;
 using Proxy.Forwarding.Configuration;
@@ -168,6 +174,32 @@ public sealed class RoutePolicyTests : IDisposable
         using var routed = await http.SendAsync(Get("/slow/hang")).WaitAsync(Guard);
 
         Assert.Equal(HttpStatusCode.GatewayTimeout, routed.StatusCode);
+    }
+
+    [Fact]
+    public async Task PolicyKeys_BecomeAspNetCoreEndpointMetadata()
+    {
+        await using var backend = await PolicyApps.StartCountingBackendAsync();
+        await using var proxy = await PolicyApps.StartAsync(Routes(backend,
+            ("auth", "AuthorizationPolicy", PolicyApps.Admins), ("anon", "AuthorizationPolicy", "Anonymous"),
+            ("cors", "CorsPolicy", "default"), ("nocors", "CorsPolicy", "disable"),
+            ("limit", "RateLimiterPolicy", PolicyApps.OnePerHour), ("global", "RateLimiterPolicy", "default"), ("nolimit", "RateLimiterPolicy", "disable"),
+            ("cache", "OutputCachePolicy", PolicyApps.Cached),
+            ("timeout", "TimeoutPolicy", PolicyApps.Short), ("notimeout", "TimeoutPolicy", "disable"), ("deadline", "Timeout", "00:00:01.5")));
+        var endpoints = ((IEndpointRouteBuilder)proxy.App).DataSources.SelectMany(d => d.Endpoints).ToDictionary(e => e.DisplayName!);
+        T Single<T>(string route) where T : class => Assert.Single(endpoints[route].Metadata.OfType<T>());
+
+        Assert.Equal(PolicyApps.Admins, Single<IAuthorizeData>("auth").Policy);
+        Single<IAllowAnonymous>("anon");
+        Assert.Null(Single<IEnableCorsAttribute>("cors").PolicyName);
+        Single<IDisableCorsAttribute>("nocors");
+        Assert.Equal(PolicyApps.OnePerHour, Single<EnableRateLimitingAttribute>("limit").PolicyName);
+        Assert.Empty(endpoints["global"].Metadata.OfType<EnableRateLimitingAttribute>()); // the global limiter needs no metadata
+        Single<DisableRateLimitingAttribute>("nolimit");
+        Assert.Equal(PolicyApps.Cached, Single<OutputCacheAttribute>("cache").PolicyName);
+        Assert.Equal(PolicyApps.Short, Single<RequestTimeoutAttribute>("timeout").PolicyName);
+        Single<DisableRequestTimeoutAttribute>("notimeout");
+        Assert.Equal(TimeSpan.FromMilliseconds(1500), Single<RequestTimeoutAttribute>("deadline").Timeout);
     }
 
     [Theory]

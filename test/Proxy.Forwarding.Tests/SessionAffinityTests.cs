@@ -188,6 +188,35 @@ public sealed class SessionAffinityTests
         Assert.NotNull(forged.Key);
     }
 
+    [Fact]
+    public void Read_EveryAffinityKey_Bound()
+    {
+        var values = new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", "http://127.0.0.1:1/");
+        foreach (var (key, value) in new[]
+        {
+            ("Enabled", "true"), ("Policy", "ArrCookie"), ("FailurePolicy", "Return503Error"), ("AffinityKeyName", "k"),
+            ("Cookie:Domain", "example.com"), ("Cookie:Expiration", "01:00:00"), ("Cookie:HttpOnly", "false"), ("Cookie:IsEssential", "true"),
+            ("Cookie:MaxAge", "00:30:00"), ("Cookie:Path", "/app"), ("Cookie:SameSite", "Strict"), ("Cookie:SecurePolicy", "Always"),
+        })
+        {
+            values.Set("Clusters:c1:SessionAffinity:" + key, value);
+        }
+
+        var errors = new List<string>();
+        var config = ConfigurationReader.Read(new ConfigurationBuilder().AddInMemoryCollection(values).Build().GetSection("ReverseProxy"), errors);
+
+        Assert.Empty(errors);
+        Assert.Equal(new SessionAffinityConfig
+        {
+            Enabled = true, Policy = "ArrCookie", FailurePolicy = "Return503Error", AffinityKeyName = "k",
+            Cookie = new SessionAffinityCookieConfig
+            {
+                Domain = "example.com", Expiration = TimeSpan.FromHours(1), HttpOnly = false, IsEssential = true, MaxAge = TimeSpan.FromMinutes(30),
+                Path = "/app", SameSite = SameSiteMode.Strict, SecurePolicy = CookieSecurePolicy.Always,
+            },
+        }, Assert.Single(config.Clusters).SessionAffinity);
+    }
+
     [Theory]
     [InlineData("Policy", "Sticky", "ReverseProxy:Clusters:c1:SessionAffinity:Policy: 'Sticky' is not a known policy")]
     [InlineData("FailurePolicy", "Retry", "ReverseProxy:Clusters:c1:SessionAffinity:FailurePolicy: 'Retry' is not a known policy")]
