@@ -73,7 +73,8 @@ internal sealed partial class HttpForwarder
 
         TakeHostField(head);
         var activityTimeout = config.ActivityTimeout ?? (isGrpc ? Timeout.InfiniteTimeSpan : DefaultActivityTimeout);
-        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline, deadlineFromClient, time);
+        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline, deadlineFromClient, time,
+            ForwardingCancellation.RequestTimeoutOf(context));
 
         // Step 2b: a small body of declared length is received whole before anything goes to the backend. A body that
         // disagrees with its content-length makes the request malformed (RFC 9113 §8.1.1), and a malformed request is

@@ -65,7 +65,8 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         }
 
         var activityTimeout = config.ActivityTimeout ?? (isGrpc ? Timeout.InfiniteTimeSpan : DefaultActivityTimeout);
-        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline, deadlineFromClient, time);
+        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline, deadlineFromClient, time,
+            ForwardingCancellation.RequestTimeoutOf(context));
         using var requestBodyCancellation = CancellationTokenSource.CreateLinkedTokenSource(cancellation.Token);
 
         // Step 2: build the backend request from validated pieces; the body is streamed, never buffered.
@@ -339,11 +340,25 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
             }
             else
             {
-                response.StatusCode = StatusFor(error);
+                response.StatusCode = BodyTooLarge(exception) ? StatusCodes.Status413PayloadTooLarge : StatusFor(error);
             }
         }
 
         Log.Outcome(logger, error, context, exception, cancellation?.ClientDeadlineExpired == true);
+    }
+
+    /// <summary>The server refused the request body as larger than its limit (MaxRequestBodySize): the client's fault, told as 413.</summary>
+    private static bool BodyTooLarge(Exception? exception)
+    {
+        for (var e = exception; e is not null; e = e.InnerException)
+        {
+            if (e is BadHttpRequestException { StatusCode: StatusCodes.Status413PayloadTooLarge })
+            {
+                return true;
+            }
+        }
+
+        return false;
     }
 
     internal static int StatusFor(ForwarderError error) => error switch
