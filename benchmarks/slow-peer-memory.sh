@@ -67,9 +67,11 @@ for _ in $(seq 1 60); do
   sleep 0.5
 done
 rss() { awk '/VmRSS/{print $2}' "/proc/$PROXY/status"; }
-# One small request each way first, so the idle figure includes warmed-up code and the pools' first blocks.
+# One small transfer each way first, so the idle figure includes warmed-up (JIT-compiled) code and the pools' first blocks.
 head -c 65536 /dev/zero | curl -sk --http2 -o /dev/null -X POST -T - https://127.0.0.1:18543/h1/sink
 head -c 65536 /dev/zero | curl -sk --http2 -o /dev/null -X POST -T - https://127.0.0.1:18543/h2/sink
+curl -sk --http2 -o /dev/null https://127.0.0.1:18543/h1/stream/1048576
+curl -sk --http2 -o /dev/null https://127.0.0.1:18543/h2/stream/1048576
 IDLE=$(rss)
 
 CURLS=()
