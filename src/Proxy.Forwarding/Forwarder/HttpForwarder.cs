@@ -39,6 +39,7 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         var start = Stopwatch.GetTimestamp();
         var proxy = context.Features.Get<IReverseProxyFeature>();
         metrics.RequestStarted(proxy?.ClusterId);
+        var activity = ForwardingTracing.Start(context, proxy);
         var error = ForwarderError.Request;
         try
         {
@@ -49,6 +50,10 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         finally
         {
             metrics.RequestEnded(proxy?.RouteId, proxy?.ClusterId, context.Response.StatusCode, error, start);
+            if (activity is not null)
+            {
+                ForwardingTracing.Stop(activity, context.Response.StatusCode, error);
+            }
         }
     }
 
@@ -92,6 +97,10 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
 
         // Step 3: transforms set the URI and copy the headers (minus hop-by-hop ones).
         await transformer.TransformRequestAsync(context, proxyRequest, destinationPrefix, cancellation.Token).ConfigureAwait(false);
+        if (ForwardingTracing.Current is { } span)
+        {
+            ForwardingTracing.Inject(span, proxyRequest); // after the transforms: the proxy's span is the backend's parent
+        }
 
         // Step 4: send, and wait only for the response headers (HttpMessageInvoker never buffers).
         HttpResponseMessage response;
