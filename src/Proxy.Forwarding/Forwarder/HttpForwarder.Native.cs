@@ -150,6 +150,8 @@ internal sealed partial class HttpForwarder
                     cancellation.EndOnShutdown(_stopping); // see the NOTE on the class
                 }
 
+                using var sse = metrics.SseStream(eventStream, context.Features.Get<IReverseProxyFeature>());
+
                 // Step 7: headers now, before any body byte (YARP #2520), except for a gRPC trailers-only response (one
                 // HEADERS frame with END_STREAM), a body of known length, or a body whose bytes are already here: then
                 // the headers ride with them and a unary call leaves in one write.

@@ -134,6 +134,8 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
                 cancellation.EndOnShutdown(_stopping);
             }
 
+            using var sse = metrics.SseStream(eventStream, context.Features.Get<IReverseProxyFeature>());
+
             // Step 6: send the headers NOW, before reading any body. NOTE: a gRPC bidi call whose
             // server sends headers first and then waits for the client must see those headers, or
             // both sides wait forever (YARP #2520).
