@@ -1,5 +1,8 @@
 using System.Collections.Concurrent;
 using System.Diagnostics;
+using Microsoft.AspNetCore.Builder;
+using Microsoft.Extensions.DependencyInjection;
+using Proxy.Forwarding.Forwarder;
 using Proxy.Forwarding.Tests.Infrastructure;
 
 namespace Proxy.Forwarding.Tests;
@@ -23,7 +26,7 @@ public sealed class TracingTests
         {
             _listener = new ActivityListener
             {
-                ShouldListenTo = source => source.Name is "Proxy.Forwarding" or "Microsoft.AspNetCore",
+                ShouldListenTo = source => source.Name is "Proxy.Forwarding" or "Microsoft.AspNetCore" or "System.Net.Http",
                 Sample = (ref ActivityCreationOptions<ActivityContext> options) =>
                     sample && options.TraceId == traceId ? ActivitySamplingResult.AllDataAndRecorded : ActivitySamplingResult.None,
                 ActivityStopped = activity =>
@@ -143,5 +146,40 @@ public sealed class TracingTests
         Assert.Equal("Request", span.GetTagItem("error.type"));
         Assert.Equal(502, span.GetTagItem("http.response.status_code"));
         Assert.Equal(ActivityStatusCode.Error, span.Status);
+    }
+
+    /// <summary>
+    /// IHttpForwarder with the caller's own HttpClient handler, whose propagator is on (unlike the clusters'): HttpClient's
+    /// span (System.Net.Http, a child of ours) may take our place as the backend's parent, but the backend must get one
+    /// traceparent, in our trace, whose parent is our span or that child of it; never two values, never the client's span.
+    /// </summary>
+    [Fact]
+    public async Task CallerHandlerWithPropagator_BackendGetsOneTraceparentUnderProxySpan()
+    {
+        var (traceParent, traceId, clientSpan) = NewClientContext();
+        using var recorder = new TraceRecorder(traceId);
+        await using var backend = await Backends.StartEchoAsync();
+        using var invoker = new HttpMessageInvoker(new SocketsHttpHandler { UseProxy = false });
+        await using var proxy = await ProxyTestHost.StartProxyAsync(
+            b => b.Services.AddProxyForwarding(),
+            app => app.Run(async context => await context.RequestServices.GetRequiredService<IHttpForwarder>().SendAsync(context, backend.Url, invoker)));
+        using var client = proxy.CreateClient();
+        using var request = new HttpRequestMessage(HttpMethod.Get, "/direct");
+        request.Headers.TryAddWithoutValidation("traceparent", traceParent);
+
+        using var response = await client.SendAsync(request);
+        var echo = await response.ReadEchoAsync();
+
+        var span = await recorder.ProxySpanAsync();
+        var received = echo.Headers["traceparent"];
+        Assert.DoesNotContain(",", received);
+        var parts = received.Split('-');
+        Assert.Equal(traceId.ToString(), parts[1]);
+        Assert.NotEqual(clientSpan.ToString(), parts[2]);
+        if (parts[2] != span.SpanId.ToString())
+        {
+            var httpClientSpan = await recorder.WaitAsync(a => a.Source.Name == "System.Net.Http" && a.SpanId.ToString() == parts[2]);
+            Assert.Equal(span.SpanId, httpClientSpan.ParentSpanId);
+        }
     }
 }
