@@ -28,7 +28,8 @@ internal sealed record BackendPoolSettings
     public Proxy.Transport.Sockets.SocketTransportOptions Sockets { get; init; } = new() { InlineScheduling = true };
 }
 
-/// <summary>Where a pool reports the connections it opens and closes, with its cluster and destination (immutable).</summary>
+/// <summary>Where a pool reports the connections it opens and closes, with its cluster and destination.</summary>
+// Immutable, shared by the pool's connect and close paths.
 internal sealed record BackendPoolMetrics(IBackendConnectionMetrics Metrics, string ClusterId, string DestinationId)
 {
     public void Opened(string version) => Metrics.ConnectionOpened(ClusterId, DestinationId, version);

@@ -18,6 +18,7 @@ public sealed class TracingTests
     /// Listens to our source and to ASP.NET Core's hosting source, sampling only this test's trace: tests running in
     /// parallel (and their own listeners) neither see nor change each other's spans.
     /// </summary>
+    // Shared: spans stop on any thread; the bags are concurrent.
     private sealed class TraceRecorder : IDisposable
     {
         private readonly ActivityListener _listener;
