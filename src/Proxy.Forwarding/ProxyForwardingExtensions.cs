@@ -38,6 +38,7 @@ public static class ProxyForwardingExtensions
         services.AddRouting();
         services.AddMetrics();
         services.TryAddSingleton<ForwardingMetrics>();
+        services.TryAddSingleton<IBackendConnectionMetrics>(sp => sp.GetRequiredService<ForwardingMetrics>());
         services.TryAddSingleton<IHttpForwarder, HttpForwarder>();
         services.TryAddSingleton<ProxyStateManager>();
         services.TryAddSingleton<RoutePolicyValidator>();

@@ -28,6 +28,7 @@ internal sealed partial class HttpForwarder
         var start = Stopwatch.GetTimestamp();
         var proxy = context.Features.Get<IReverseProxyFeature>();
         metrics.RequestStarted(proxy?.ClusterId);
+        var activity = ForwardingTracing.Start(context, proxy);
         var error = ForwarderError.Request;
         try
         {
@@ -38,6 +39,10 @@ internal sealed partial class HttpForwarder
         finally
         {
             metrics.RequestEnded(proxy?.RouteId, proxy?.ClusterId, context.Response.StatusCode, error, start);
+            if (activity is not null)
+            {
+                ForwardingTracing.Stop(activity, context.Response.StatusCode, error);
+            }
         }
     }
 
@@ -72,6 +77,10 @@ internal sealed partial class HttpForwarder
         }
 
         TakeHostField(head);
+        if (ForwardingTracing.Current is { } span)
+        {
+            ForwardingTracing.Inject(span, head); // after the transforms: the proxy's span is the backend's parent
+        }
         var activityTimeout = config.ActivityTimeout ?? (isGrpc ? Timeout.InfiniteTimeSpan : DefaultActivityTimeout);
         using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline, deadlineFromClient, time,
             ForwardingCancellation.RequestTimeoutOf(context));
@@ -142,6 +151,8 @@ internal sealed partial class HttpForwarder
                 {
                     cancellation.EndOnShutdown(_stopping); // see the NOTE on the class
                 }
+
+                using var sse = metrics.SseStream(eventStream, context.Features.Get<IReverseProxyFeature>());
 
                 // Step 7: headers now, before any body byte (YARP #2520), except for a gRPC trailers-only response (one
                 // HEADERS frame with END_STREAM), a body of known length, or a body whose bytes are already here: then

@@ -72,13 +72,12 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         }
 
         feature.DestinationId = destination.DestinationId;
+        var destinationMetrics = destination.Metrics ??= metrics.ForDestination(clusterId, destination.DestinationId);
         var gate = destination.Gate;
         AdmissionResult admission;
         try
         {
-            admission = await gate.AcquireAsync(
-                gate.IsBounded ? delta => metrics.QueueChanged(clusterId, destination.DestinationId, delta) : null,
-                context.RequestAborted);
+            admission = await gate.AcquireAsync(destinationMetrics, context.RequestAborted);
         }
         catch (OperationCanceledException) when (context.RequestAborted.IsCancellationRequested)
         {
@@ -95,6 +94,7 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         }
 
         destination.RequestStarted();
+        var counted = destinationMetrics.RequestStarted();
         try
         {
             var config = cluster.RequestConfig with
@@ -124,6 +124,10 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         finally
         {
             destination.RequestEnded();
+            if (counted)
+            {
+                destinationMetrics.RequestEnded();
+            }
             gate.Release();
         }
     }
