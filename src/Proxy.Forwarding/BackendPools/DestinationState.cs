@@ -69,6 +69,9 @@ public sealed class DestinationState
     /// <summary>Requests waiting for an admission slot to this destination (always 0 without MaxConcurrentRequestsPerDestination).</summary>
     public int QueuedRequestCount => Gate.QueueLength;
 
+    /// <summary>The destination's instruments, made on its first request (a benign race may make two; either is right).</summary>
+    internal Telemetry.DestinationMetrics? Metrics { get; set; }
+
     internal void RequestStarted() => Interlocked.Increment(ref _concurrentRequests);
 
     internal void RequestEnded() => Interlocked.Decrement(ref _concurrentRequests);
