@@ -43,6 +43,14 @@ public sealed partial class DashboardBrowserTests
         await Expect(page.Locator("#p50")).ToHaveTextAsync(Milliseconds());
         await Expect(page.Locator("#p99")).ToHaveTextAsync(Milliseconds());
         await Expect(page.Locator("tr[data-cluster='demo-sse'] td").Nth(3)).ToHaveTextAsync(AtLeast(1)); // the open stream
+        // Our server's meter (Proxy.Server) and the forwarder's SSE gauge, read by name.
+        await Expect(page.Locator("#sse")).ToHaveTextAsync(AtLeast(1));
+        await Expect(page.Locator("tr[data-cluster='demo-sse'] td").Nth(6)).ToHaveTextAsync(AtLeast(1));
+        await Expect(page.Locator("#connections")).ToHaveTextAsync(AtLeast(2)); // the h2 client's and the HTTP/1.1 client's
+        await Expect(page.Locator("#streams")).ToHaveTextAsync(AtLeast(1));
+        await Expect(page.Locator("#conn-h2")).ToHaveTextAsync(AtLeast(1));
+        await Expect(page.Locator("#conn-h1")).ToHaveTextAsync(AtLeast(1));
+        await Expect(page.Locator("#conn-tls")).ToHaveTextAsync(AtLeast(1));
         await Expect(page.Locator("tr[data-destination='demo-sse/sse'] .health")).ToHaveTextAsync(new Regex("^(Healthy|Unknown)$"));
         // The chart: at least three seconds of history drawn (one point a second).
         await Expect(page.Locator("#line-requests")).ToHaveAttributeAsync("points", new Regex(@"^(?:\S+,\S+ ){2,}\S+,\S+$"));

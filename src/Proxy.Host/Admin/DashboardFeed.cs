@@ -155,15 +155,15 @@ internal sealed class DashboardFeed(MetricsAggregator metrics, IProxyStateLookup
 
     private ConnectionTotals Connections()
     {
-        // Kestrel's own gauge when the proxy runs on Kestrel; ours (by protocol and TLS) on our server.
-        var ours = metrics.Find("proxy.server.connections");
-        var byProtocol = ours?.SumBy(k => k.ProtocolVersion) ?? [];
-        var tls = ours?.SumBy(k => k.TlsVersion).Values.Sum();
+        // Open now: kestrel.active_connections (Kestrel's meter, or Proxy.Server's instrument of the same name). By protocol
+        // and TLS: proxy.server.connections, a counter of connections since start, tagged network.protocol.version and tls.
+        var byKind = metrics.Find("proxy.server.connections");
+        var byProtocol = byKind?.SumBy(k => k.ProtocolVersion) ?? [];
         return new ConnectionTotals(
-            Active: Optional("kestrel.active_connections") ?? ours?.Total,
-            Http1: ours is null ? null : byProtocol.GetValueOrDefault("1.1") + byProtocol.GetValueOrDefault("1.0"),
-            Http2: ours is null ? null : byProtocol.GetValueOrDefault("2"),
-            Tls: tls);
+            Active: Optional("kestrel.active_connections"),
+            Http1SinceStart: byKind is null ? null : byProtocol.GetValueOrDefault("1.1") + byProtocol.GetValueOrDefault("1.0"),
+            Http2SinceStart: byKind is null ? null : byProtocol.GetValueOrDefault("2"),
+            TlsSinceStart: byKind?.SumBy(k => k.Tls).GetValueOrDefault("true"));
     }
 
     private List<ClusterView> Clusters()
@@ -207,7 +207,7 @@ internal sealed record DashboardSnapshot(
     List<HistoryPoint> History,
     List<string> Instruments);
 
-internal sealed record ConnectionTotals(double? Active, double? Http1, double? Http2, double? Tls);
+internal sealed record ConnectionTotals(double? Active, double? Http1SinceStart, double? Http2SinceStart, double? TlsSinceStart);
 
 internal sealed record RateTotals(double Total, double? PerSecond, double? Active);
 

@@ -23,7 +23,7 @@ internal sealed class MetricsAggregator : IDisposable
     public static readonly string[] MeterNames = ["Proxy.Server", "Proxy.Forwarding", "Microsoft.AspNetCore.Hosting", "Microsoft.AspNetCore.Server.Kestrel"];
 
     /// <summary>The tags measurements are grouped by (absent tags group as null).</summary>
-    public static readonly string[] GroupTags = ["proxy.cluster", "proxy.destination", "network.protocol.version", "error.type", "tls.protocol.version"];
+    public static readonly string[] GroupTags = ["proxy.cluster", "proxy.destination", "network.protocol.version", "error.type", "tls"];
 
     private const int HistogramCapacity = 8192;
     private readonly MeterListener _listener = new();
@@ -126,7 +126,8 @@ internal sealed class MetricsAggregator : IDisposable
     }
 
     /// <summary>Values of the grouping tags, in <see cref="GroupTags"/> order.</summary>
-    public readonly record struct TagKey(string? Cluster, string? Destination, string? ProtocolVersion, string? ErrorType, string? TlsVersion);
+    /// <remarks><c>Tls</c> is the <c>tls</c> tag ("true"/"false", Proxy.Server's), or "true" when a <c>tls.protocol.version</c> is present (Kestrel's).</remarks>
+    public readonly record struct TagKey(string? Cluster, string? Destination, string? ProtocolVersion, string? ErrorType, string? Tls);
 
     /// <summary>What one instrument name recorded: total (sum, or count for a histogram), groups, recent histogram values.</summary>
     // Written by measurement callbacks (any thread) under _lock; read by the dashboard's sampler under the same lock.
@@ -243,7 +244,8 @@ internal sealed class MetricsAggregator : IDisposable
                     case "proxy.destination": destination = value?.ToString(); break;
                     case "network.protocol.version": protocol = value?.ToString(); break;
                     case "error.type": error = value?.ToString(); break;
-                    case "tls.protocol.version": tls = value?.ToString(); break;
+                    case "tls": tls = value?.ToString(); break;
+                    case "tls.protocol.version": tls ??= "true"; break;
                 }
             }
 
