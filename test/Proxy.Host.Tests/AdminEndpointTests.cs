@@ -29,6 +29,14 @@ public sealed class AdminEndpointTests
         Assert.Contains("proxy_forwarding_requests_total{", metrics, StringComparison.Ordinal);
         Assert.Contains("http_server_request_duration_seconds_bucket{", metrics, StringComparison.Ordinal);
         Assert.Contains("dotnet_gc_collections_total", metrics, StringComparison.Ordinal);
+        // Values that moved: the proxied request is counted, by the proxy and by the server it came through.
+        Assert.True(Sum(metrics, "proxy_forwarding_requests_total{") >= 1, "proxy_forwarding_requests_total did not count the request");
+        Assert.True(Sum(metrics, "kestrel_connection_duration_seconds_count{") + Sum(metrics, "kestrel_active_connections{") >= 1,
+            "no kestrel.* connection instrument counted the client's connection");
+        if (server == "proxy")
+        {
+            Assert.True(Sum(metrics, "proxy_server_connections_total{") >= 1, "proxy.server.connections did not count the client's connection");
+        }
         Assert.DoesNotContain("http_route=\"/healthz\"", metrics, StringComparison.Ordinal); // admin requests are not traffic
         var started = await logs.WaitForAsync(m => m.StartsWith("Admin listening on ", StringComparison.Ordinal));
         Assert.Contains(runner.Admin.GetLeftPart(UriPartial.Authority), started, StringComparison.Ordinal);
@@ -141,5 +149,20 @@ public sealed class AdminEndpointTests
         // The folder outlives the test: the host watches the file until it is disposed, and temp is cleaned by the OS.
         var folder = new TempFolder();
         return folder.Write("proxy.json", json);
+    }
+
+    /// <summary>Sum of the values of every series of a Prometheus text exposition whose line starts with <paramref name="prefix"/>.</summary>
+    private static double Sum(string exposition, string prefix)
+    {
+        var sum = 0.0;
+        foreach (var line in exposition.Split('\n'))
+        {
+            if (line.StartsWith(prefix, StringComparison.Ordinal))
+            {
+                var value = line[(line.LastIndexOf('}') + 1)..].Trim().Split(' ')[0];
+                sum += double.Parse(value, System.Globalization.CultureInfo.InvariantCulture);
+            }
+        }
+        return sum;
     }
 }
