@@ -41,6 +41,12 @@ public sealed record DestinationConfig
     /// <summary>An optional different address for health probes.</summary>
     public string? Health { get; init; }
 
+    /// <summary>
+    /// The Host (HTTP/1.1) or :authority (HTTP/2) sent to this destination, requests and active probes alike, instead of
+    /// the address's authority; a transform that sets Host (or RequestHeaderOriginalHost) still wins, as on YARP.
+    /// </summary>
+    public string? Host { get; init; }
+
     /// <summary>Free-form data for extensions.</summary>
     public IReadOnlyDictionary<string, string>? Metadata { get; init; }
 }
@@ -143,6 +149,8 @@ public sealed record ActiveHealthCheckConfig
     public string? Policy { get; init; }
     /// <summary>Probe path.</summary>
     public string? Path { get; init; }
+    /// <summary>Query appended to the probe path, with its leading '?' (<c>?ready=1</c>).</summary>
+    public string? Query { get; init; }
 }
 
 /// <summary>Passive health settings.</summary>

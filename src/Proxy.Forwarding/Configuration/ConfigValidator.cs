@@ -174,6 +174,10 @@ internal static class ConfigValidator
         {
             CheckAddress(destination.Address, $"{path}:Destinations:{name}:Address", required: true, errors);
             CheckAddress(destination.Health, $"{path}:Destinations:{name}:Health", required: false, errors);
+            if (destination.Host is { } host && !IsAuthority(host))
+            {
+                errors.Add($"{path}:Destinations:{name}:Host: '{host}' is not a host name with an optional port (no scheme, path or userinfo).");
+            }
         }
 
         if (cluster.HttpClient is { } client)
@@ -219,6 +223,12 @@ internal static class ConfigValidator
         }
     }
 
+    // host[:port] as it may appear in Host or :authority (RFC 9110 §7.2): reg-name, IPv4 or [IPv6], no userinfo.
+    private static bool IsAuthority(string text) =>
+        text.Length > 0 && !text.AsSpan().ContainsAny("/?#@ \t")
+        && Uri.TryCreate("http://" + text + "/", UriKind.Absolute, out var uri) && uri.AbsolutePath == "/"
+        && uri.UserInfo.Length == 0 && uri.HostNameType != UriHostNameType.Unknown;
+
     private static void ValidateHealth(ClusterConfig cluster, string path, List<string> errors)
     {
         if (cluster.HealthCheck is { } health)
@@ -230,6 +240,11 @@ internal static class ConfigValidator
                 CheckName(active.Policy, $"{path}:HealthCheck:Active:Policy", errors, ActiveHealthCheckPolicies.ConsecutiveFailures);
                 CheckPositive(active.Interval, $"{path}:HealthCheck:Active:Interval", errors);
                 CheckPositive(active.Timeout, $"{path}:HealthCheck:Active:Timeout", errors);
+                // YARP builds the probe's query with QueryString, which refuses a non-empty value without its '?'.
+                if (active.Query is { Length: > 0 } query && (query[0] != '?' || query.Any(c => c is '#' || char.IsWhiteSpace(c) || char.IsControl(c))))
+                {
+                    errors.Add($"{path}:HealthCheck:Active:Query: '{query}' must start with '?' and hold no '#' or whitespace.");
+                }
             }
 
             if (health.Passive is { } passive)

@@ -75,6 +75,7 @@ internal static class ConfigurationReader
             {
                 Address = d["Address"] ?? "",
                 Health = d["Health"],
+                Host = d["Host"],
                 Metadata = Dictionary(d.GetSection("Metadata")),
             };
         }
@@ -119,6 +120,7 @@ internal static class ConfigurationReader
                     Timeout = Time(health.GetSection("Active"), "Timeout", errors),
                     Policy = health["Active:Policy"],
                     Path = health["Active:Path"],
+                    Query = health["Active:Query"],
                 },
                 Passive = !health.GetSection("Passive").Exists() ? null : new PassiveHealthCheckConfig
                 {

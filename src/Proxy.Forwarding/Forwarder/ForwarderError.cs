@@ -73,6 +73,9 @@ internal sealed class ReverseProxyFeature(string routeId, string clusterId) : IR
     public string ClusterId { get; } = clusterId;
 
     public string? DestinationId { get; set; }
+
+    /// <summary>The chosen destination's configured Host (its <c>Host</c> key), sent unless a transform chose one.</summary>
+    public string? DestinationHost { get; set; }
 }
 
 /// <summary>Per-request settings for one forwarded exchange (the direct API's knobs).</summary>

@@ -46,6 +46,7 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         }
 
         feature.DestinationId = destination.DestinationId;
+        feature.DestinationHost = destination.Config.Host;
         var gate = destination.Gate;
         AdmissionResult admission;
         try

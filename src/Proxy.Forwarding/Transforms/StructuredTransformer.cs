@@ -36,6 +36,10 @@ internal sealed class StructuredTransformer(
         {
             proxyRequest.Headers.Host = httpContext.Request.Host.Value;
         }
+        else if (proxyRequest.Headers.Host is null && DestinationHost(httpContext) is { } host)
+        {
+            proxyRequest.Headers.Host = host;
+        }
 
         return ValueTask.CompletedTask;
     }
@@ -54,9 +58,18 @@ internal sealed class StructuredTransformer(
         {
             head.Authority = httpContext.Request.Host.Value;
         }
+        else if (DestinationHost(httpContext) is { } host && !head.Headers.Exists(f => f.Key.Equals("Host", StringComparison.OrdinalIgnoreCase)))
+        {
+            // A Host field a transform set becomes the authority later (the forwarder's TakeHostField) and wins over this.
+            head.Authority = host;
+        }
 
         return true;
     }
+
+    // YARP's destination Host: a fallback when no transform chose the host.
+    private static string? DestinationHost(HttpContext httpContext) =>
+        (httpContext.Features.Get<IReverseProxyFeature>() as ReverseProxyFeature)?.DestinationHost;
 
     private RequestTransformContext ApplyRequestTransforms(HttpContext httpContext, ProxyRequestHeaders headers, string destinationPrefix)
     {
