@@ -21,6 +21,7 @@ internal sealed record BackendPoolSettings
     public TimeSpan IdleTimeout { get; init; } = TimeSpan.FromSeconds(60);
     public TimeSpan Lifetime { get; init; } = Timeout.InfiniteTimeSpan;
     public bool DangerousAcceptAnyServerCertificate { get; init; }
+    public System.Security.Authentication.SslProtocols SslProtocols { get; init; }
     public Http2ClientOptions Http2 { get; init; } = new();
     public Http1ClientOptions Http1 { get; init; } = new();
     /// <summary>The backend sockets: reads continue on the receive loop and sends run on the flushing thread (see InlineScheduling).</summary>
@@ -202,6 +203,7 @@ internal sealed class BackendPool : IAsyncDisposable
                     TargetHost = _host,
                     ApplicationProtocols = _settings.Http2Only ? [SslApplicationProtocol.Http2] : [SslApplicationProtocol.Http2, SslApplicationProtocol.Http11],
                     DangerousAcceptAnyServerCertificate = _settings.DangerousAcceptAnyServerCertificate,
+                EnabledSslProtocols = _settings.SslProtocols,
                 };
                 transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout, _settings.Sockets).ConfigureAwait(false);
             }
@@ -328,6 +330,7 @@ internal sealed class BackendPool : IAsyncDisposable
                 TargetHost = _host,
                 ApplicationProtocols = [SslApplicationProtocol.Http11],
                 DangerousAcceptAnyServerCertificate = _settings.DangerousAcceptAnyServerCertificate,
+                EnabledSslProtocols = _settings.SslProtocols,
             };
             transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout, _settings.Sockets, cancellationToken).ConfigureAwait(false);
         }

@@ -54,6 +54,7 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
             IdleTimeout = client?.PooledConnectionIdleTimeout ?? TimeSpan.FromSeconds(60),
             Lifetime = client?.PooledConnectionLifetime ?? Timeout.InfiniteTimeSpan,
             DangerousAcceptAnyServerCertificate = client?.DangerousAcceptAnyServerCertificate == true,
+            SslProtocols = client?.SslProtocols ?? System.Security.Authentication.SslProtocols.None,
             Http2 = new Proxy.Protocols.Http2.Client.Http2ClientOptions
             {
                 KeepAlivePingDelay = client?.KeepAlivePingDelay ?? TimeSpan.FromSeconds(30),

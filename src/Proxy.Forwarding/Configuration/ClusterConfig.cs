@@ -97,6 +97,31 @@ public sealed record HttpClientConfig
 
     /// <summary>At most this many requests waiting per destination; more get an immediate 503. Default 1024.</summary>
     public int? MaxQueueLength { get; init; }
+
+    /// <summary>TLS versions offered to https destinations (null = the platform's default).</summary>
+    public System.Security.Authentication.SslProtocols? SslProtocols { get; init; }
+
+    /// <summary>Encoding of request header values sent to the backend (an <see cref="System.Text.Encoding"/> name, e.g. <c>utf-8</c>; null = ASCII/Latin-1).</summary>
+    public string? RequestHeaderEncoding { get; init; }
+
+    /// <summary>Encoding of response header values read from the backend (null = ASCII/Latin-1).</summary>
+    public string? ResponseHeaderEncoding { get; init; }
+
+    /// <summary>An outbound HTTP proxy between us and the destinations (HttpClient transport only).</summary>
+    public WebProxyConfig? WebProxy { get; init; }
+}
+
+/// <summary>YARP's <c>HttpClient:WebProxy</c>: an outbound proxy for backend connections.</summary>
+public sealed record WebProxyConfig
+{
+    /// <summary>The proxy's absolute address (<c>http://proxy:3128</c>).</summary>
+    public Uri? Address { get; init; }
+
+    /// <summary>Bypass the proxy for local addresses.</summary>
+    public bool? BypassOnLocal { get; init; }
+
+    /// <summary>Send the process's default credentials to the proxy.</summary>
+    public bool? UseDefaultCredentials { get; init; }
 }
 
 /// <summary>Per-request settings (YARP's <c>HttpRequest</c>).</summary>
@@ -118,6 +143,9 @@ public sealed record HttpRequestConfig
     /// backends (http:// addresses) need Version 2 with RequestVersionExact.
     /// </summary>
     public string? VersionPolicy { get; init; }
+
+    /// <summary>Let the hosting server buffer the response to the client (default false: every write is flushed as it comes).</summary>
+    public bool? AllowResponseBuffering { get; init; }
 }
 
 /// <summary>Health check settings (YARP's shape).</summary>

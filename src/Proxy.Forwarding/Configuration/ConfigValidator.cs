@@ -200,6 +200,19 @@ internal static class ConfigValidator
             {
                 errors.Add($"{path}:HttpClient:MaxQueueLength: must not be negative.");
             }
+
+            CheckEncoding(client.RequestHeaderEncoding, $"{path}:HttpClient:RequestHeaderEncoding", errors);
+            CheckEncoding(client.ResponseHeaderEncoding, $"{path}:HttpClient:ResponseHeaderEncoding", errors);
+        }
+
+        // An explicit Native with keys only HttpClient honours would ignore them: refuse (without Transport the cluster
+        // simply uses HttpClient, see BackendPoolFactory.KeysOnlyHttpClientHonours).
+        if (string.Equals(cluster.Transport, ForwarderTransports.Native, StringComparison.OrdinalIgnoreCase))
+        {
+            foreach (var key in BackendPools.BackendPoolFactory.KeysOnlyHttpClientHonours(cluster))
+            {
+                errors.Add($"{path}:{key}: the native relay cannot honour it (it connects straight to the destination and sends header values as Latin-1); remove 'Transport: Native' to use HttpClient for this cluster, or remove the key.");
+            }
         }
 
         ValidateHealth(cluster, path, errors);
@@ -220,6 +233,23 @@ internal static class ConfigValidator
             {
                 errors.Add($"{path}:HttpRequest:ActivityTimeout: must not be negative.");
             }
+        }
+    }
+
+    private static void CheckEncoding(string? name, string path, List<string> errors)
+    {
+        if (name is null)
+        {
+            return;
+        }
+
+        try
+        {
+            System.Text.Encoding.GetEncoding(name);
+        }
+        catch (ArgumentException)
+        {
+            errors.Add($"{path}: '{name}' is not a known encoding (e.g. utf-8, latin1, us-ascii).");
         }
     }
 

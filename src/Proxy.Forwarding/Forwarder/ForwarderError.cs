@@ -99,4 +99,10 @@ public sealed record ForwarderRequestConfig
 
     /// <summary>The version policy; null = RequestVersionOrLower (h2 via ALPN on https, HTTP/1.1 on http).</summary>
     public HttpVersionPolicy? VersionPolicy { get; init; }
+
+    /// <summary>
+    /// True: the hosting server may buffer the response. Null or false: response buffering is disabled, so each SSE event
+    /// and gRPC message leaves as it arrives (YARP's default).
+    /// </summary>
+    public bool? AllowResponseBuffering { get; init; }
 }
