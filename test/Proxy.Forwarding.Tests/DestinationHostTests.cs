@@ -1,6 +1,5 @@
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Http;
-using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Hosting;
 using Proxy.Forwarding.Configuration;
@@ -79,14 +78,7 @@ public class DestinationHostTests
         Assert.Equal(Proxy.Forwarding.BackendPools.DestinationHealth.Healthy, cluster.Destinations.Single().Health);
     }
 
-    private static List<string> Validate(string key, string value)
-    {
-        var values = new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", "http://127.0.0.1:5000/").Set(key, value);
-        var errors = new List<string>();
-        var config = ConfigurationReader.Read(new ConfigurationBuilder().AddInMemoryCollection(values).Build().GetSection("ReverseProxy"), errors);
-        ConfigValidator.Validate(config, "ReverseProxy", errors);
-        return errors;
-    }
+    private static List<string> Validate(string key, string value) => ConfigCheck.Read(ConfigCheck.Valid().Set(key, value)).Errors;
 
     [Theory]
     [InlineData("Clusters:c1:Destinations:d1:Host", "example.com")]

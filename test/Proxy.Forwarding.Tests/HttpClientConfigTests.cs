@@ -1,4 +1,3 @@
-using Microsoft.Extensions.Configuration;
 using Proxy.Forwarding.Configuration;
 using Proxy.Forwarding.Tests.Infrastructure;
 
@@ -7,16 +6,10 @@ namespace Proxy.Forwarding.Tests;
 /// <summary>Reading and checking YARP's HttpClient and HttpRequest keys.</summary>
 public class HttpClientConfigTests
 {
-    private static (ProxyConfig Config, List<string> Errors) Read(ProxyConfigDictionary values, bool nativeAvailable = false)
-    {
-        var errors = new List<string>();
-        var config = ConfigurationReader.Read(new ConfigurationBuilder().AddInMemoryCollection(values).Build().GetSection("ReverseProxy"), errors);
-        ConfigValidator.Validate(config, "ReverseProxy", errors, nativeTransportAvailable: nativeAvailable);
-        return (config, errors);
-    }
+    private static (ProxyConfig Config, List<string> Errors) Read(ProxyConfigDictionary values, bool nativeAvailable = false) =>
+        ConfigCheck.Read(values, nativeAvailable);
 
-    private static ProxyConfigDictionary Valid() =>
-        new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", "http://127.0.0.1:5000/");
+    private static ProxyConfigDictionary Valid() => ConfigCheck.Valid();
 
     [Fact]
     public void Read_YarpHttpClientAndHttpRequestKeys_BindsEveryField()

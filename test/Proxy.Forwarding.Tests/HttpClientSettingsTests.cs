@@ -9,7 +9,6 @@ using Microsoft.AspNetCore.Hosting.Server;
 using Microsoft.AspNetCore.Hosting.Server.Features;
 using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Http.Features;
-using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Logging;
 using Proxy.Forwarding.Configuration;
@@ -118,14 +117,12 @@ public class HttpClientSettingsTests
             .Set("Clusters:c1:HttpClient:RequestHeaderEncoding", "utf-8")
             .Set("Clusters:c1:HttpClient:ResponseHeaderEncoding", "utf-8");
         string? decoded = null;
-        await using var proxy = await ProxyTestHost.StartProxyAsync(b =>
+        await using var proxy = await Proxies.StartConfiguredAsync(config, configure: b =>
         {
             b.Logging.AddProvider(logs);
-            b.Configuration.AddInMemoryCollection(config);
-            b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
             // Kestrel refuses a non-ASCII response header value as the forwarder copies it, unless told its encoding.
             b.Services.Configure<Microsoft.AspNetCore.Server.Kestrel.Core.KestrelServerOptions>(o => o.ResponseHeaderEncodingSelector = _ => System.Text.Encoding.UTF8);
-        }, app =>
+        }, middleware: app =>
         {
             // What the forwarder decoded from the backend, then made ASCII for the client-facing server.
             app.Use((context, next) =>
@@ -138,7 +135,6 @@ public class HttpClientSettingsTests
                 });
                 return next(context);
             });
-            app.MapProxyForwarding();
         });
         using var http = proxy.CreateClient();
 
@@ -174,22 +170,12 @@ public class HttpClientSettingsTests
         }
 
         var calls = 0;
-        await using var proxy = await ProxyTestHost.StartProxyAsync(
-            b =>
-            {
-                b.Configuration.AddInMemoryCollection(config);
-                b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
-            },
-            app =>
-            {
-                app.Use((context, next) =>
-                {
-                    var inner = context.Features.Get<IHttpResponseBodyFeature>()!;
-                    context.Features.Set<IHttpResponseBodyFeature>(new RecordingBodyFeature(inner, () => Interlocked.Increment(ref calls)));
-                    return next(context);
-                });
-                app.MapProxyForwarding();
-            });
+        await using var proxy = await Proxies.StartConfiguredAsync(config, middleware: app => app.Use((context, next) =>
+        {
+            var inner = context.Features.Get<IHttpResponseBodyFeature>()!;
+            context.Features.Set<IHttpResponseBodyFeature>(new RecordingBodyFeature(inner, () => Interlocked.Increment(ref calls)));
+            return next(context);
+        }));
         using var http = proxy.CreateClient();
 
         using var response = await http.GetAsync("/");

@@ -2,7 +2,6 @@ using System.Security.Cryptography;
 using System.Security.Cryptography.X509Certificates;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Http.Features;
-using Microsoft.Extensions.Configuration;
 using Proxy.Forwarding.Tests.Infrastructure;
 
 namespace Proxy.Forwarding.Tests;
@@ -16,27 +15,19 @@ public class RequestValueTransformTests
         await using var backend = await Backends.StartEchoAsync();
         var config = new ProxyConfigDictionary().Route("r1", "c1", routePath).Destination("c1", "d1", backend.Url);
         transforms(config);
-        await using var proxy = await ProxyTestHost.StartProxyAsync(
-            b =>
+        await using var proxy = await Proxies.StartConfiguredAsync(config, middleware: app =>
+        {
+            if (clientCertificate is not null)
             {
-                b.Configuration.AddInMemoryCollection(config);
-                b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
-            },
-            app =>
-            {
-                if (clientCertificate is not null)
+                // Stands in for a TLS handshake that presented this certificate: the transform reads the connection's
+                // ITlsConnectionFeature, which both servers fill from their TLS layer.
+                app.Use((context, next) =>
                 {
-                    // Stands in for a TLS handshake that presented this certificate: the transform reads the connection's
-                    // ITlsConnectionFeature, which both servers fill from their TLS layer.
-                    app.Use((context, next) =>
-                    {
-                        context.Features.Set<ITlsConnectionFeature>(new TlsConnectionFeature { ClientCertificate = clientCertificate });
-                        return next(context);
-                    });
-                }
-
-                app.MapProxyForwarding();
-            });
+                    context.Features.Set<ITlsConnectionFeature>(new TlsConnectionFeature { ClientCertificate = clientCertificate });
+                    return next(context);
+                });
+            }
+        });
         using var http = proxy.CreateClient();
         using var response = await http.SendAsync(message);
         return await response.ReadEchoAsync();

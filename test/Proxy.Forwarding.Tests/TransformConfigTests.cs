@@ -1,5 +1,3 @@
-using Microsoft.Extensions.Configuration;
-using Proxy.Forwarding.Configuration;
 using Proxy.Forwarding.Tests.Infrastructure;
 
 namespace Proxy.Forwarding.Tests;
@@ -9,16 +7,13 @@ public class TransformConfigTests
 {
     private static List<string> Validate(params (string Key, string Value)[] transform)
     {
-        var values = new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", "http://127.0.0.1:5000/");
+        var values = ConfigCheck.Valid();
         foreach (var (key, value) in transform)
         {
             values.Set("Routes:r1:Transforms:0:" + key, value);
         }
 
-        var errors = new List<string>();
-        var config = ConfigurationReader.Read(new ConfigurationBuilder().AddInMemoryCollection(values).Build().GetSection("ReverseProxy"), errors);
-        ConfigValidator.Validate(config, "ReverseProxy", errors);
-        return errors;
+        return ConfigCheck.Read(values).Errors;
     }
 
     private const string At = "ReverseProxy:Routes:r1:Transforms:0";
