@@ -20,15 +20,18 @@ public sealed partial class TlsConnectionMiddleware
     private readonly TlsServerOptions _options;
     private readonly ILogger _logger;
     private readonly TimeProvider _time;
-    private readonly SslStreamCertificateContext _certificateContext;
+    private readonly SslStreamCertificateContext? _certificateContext;
 
     public TlsConnectionMiddleware(ConnectionDelegate next, TlsServerOptions options, ILogger? logger = null, TimeProvider? time = null)
     {
         ArgumentNullException.ThrowIfNull(next);
         ArgumentNullException.ThrowIfNull(options);
-        var certificate = options.ServerCertificate
-            ?? throw new ArgumentException("TlsServerOptions.ServerCertificate is required.", nameof(options));
-        if (!certificate.HasPrivateKey)
+        var certificate = options.ServerCertificate;
+        if (certificate is null && options.ServerCertificateSelector is null)
+        {
+            throw new ArgumentException("TlsServerOptions.ServerCertificate or ServerCertificateSelector is required.", nameof(options));
+        }
+        if (certificate is { HasPrivateKey: false })
         {
             throw new ArgumentException($"The certificate '{certificate.Subject}' has no private key.", nameof(options));
         }
@@ -40,8 +43,10 @@ public sealed partial class TlsConnectionMiddleware
         _options = options;
         _logger = logger ?? NullLogger.Instance;
         _time = time ?? TimeProvider.System;
-        // Built once: chain building per handshake is expensive.
-        _certificateContext = SslStreamCertificateContext.Create(certificate, additionalCertificates: null, offline: true);
+        // Built once: chain building per handshake is expensive. A selector brings contexts it built the same way.
+        _certificateContext = options.ServerCertificateSelector is null
+            ? SslStreamCertificateContext.Create(certificate!, additionalCertificates: null, offline: true)
+            : null;
     }
 
     /// <summary>Middleware form for <see cref="IConnectionBuilder"/>.Use.</summary>
@@ -107,7 +112,22 @@ public sealed partial class TlsConnectionMiddleware
 
         try
         {
-            await sslStream.AuthenticateAsServerAsync(authOptions, linked.Token).ConfigureAwait(false);
+            if (_options.ServerCertificateSelector is { } select)
+            {
+                // The certificate is chosen once the ClientHello (and its SNI name) is in: per name, and the current one
+                // of a certificate that reloads when its files change.
+                await sslStream.AuthenticateAsServerAsync((_, hello, _, _) =>
+                {
+                    authOptions.ServerCertificateContext = select(hello.ServerName is { Length: > 0 } name ? name : null)
+                        ?? throw new AuthenticationException($"No certificate for the server name '{hello.ServerName}'.");
+                    return ValueTask.FromResult(authOptions);
+                }, null, linked.Token).ConfigureAwait(false);
+            }
+            else
+            {
+                await sslStream.AuthenticateAsServerAsync(authOptions, linked.Token).ConfigureAwait(false);
+            }
+
             return true;
         }
         catch (OperationCanceledException) when (timeout.IsCancellationRequested)

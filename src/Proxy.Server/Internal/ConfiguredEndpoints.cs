@@ -1,0 +1,156 @@
+using System.Net.Security;
+using Microsoft.Extensions.Configuration;
+using Microsoft.Extensions.Logging;
+using Proxy.Transport.Certificates;
+using Proxy.Transport.Tls;
+
+namespace Proxy.Server.Internal;
+
+/// <summary>
+/// What the <c>ProxyServer</c> configuration section says about endpoints and certificates, with Kestrel's keys:
+/// <c>Certificates:Default</c> (for https endpoints without their own) and <c>Endpoints:{name}</c> with <c>Url</c>,
+/// <c>Protocols</c>, <c>Certificate</c> and <c>Sni:{host}:Certificate</c>. Certificates come from files (<c>Path</c>,
+/// <c>KeyPath</c>, <c>Password</c>) and follow them when they change. Every error names the key (and the file).
+/// </summary>
+// Built once by ProxyServer.StartAsync; owns the file watchers until the server stops.
+internal sealed class ConfiguredEndpoints : IDisposable
+{
+    private static readonly string[] CertificateKeys = ["Path", "KeyPath", "Password"];
+    private static readonly string[] EndpointKeys = ["Url", "Protocols", "Certificate", "Sni"];
+
+    private readonly List<ReloadingCertificate> _certificates = [];
+
+    private ConfiguredEndpoints()
+    {
+    }
+
+    /// <summary><c>Certificates:Default</c>, when configured.</summary>
+    public ReloadingCertificate? DefaultCertificate { get; private set; }
+
+    /// <summary>The <c>Endpoints</c> entries, in configuration order.</summary>
+    public List<ListenOptions> Endpoints { get; } = [];
+
+    public static ConfiguredEndpoints Load(IConfiguration? section, string sectionPath, string contentRoot, ILoggerFactory loggers, ILogger serverLogger)
+    {
+        var result = new ConfiguredEndpoints();
+        if (section is null)
+        {
+            return result;
+        }
+
+        var logger = loggers.CreateLogger<ReloadingCertificate>();
+        try
+        {
+            var certificates = section.GetSection("Certificates");
+            foreach (var child in certificates.GetChildren().Where(c => c.Key != "Default"))
+            {
+                throw new InvalidOperationException($"{sectionPath}:Certificates:{child.Key}: only Certificates:Default is read (per-endpoint certificates go under Endpoints:{{name}}:Certificate).");
+            }
+
+            if (ReadFiles(certificates.GetSection("Default"), $"{sectionPath}:Certificates:Default", contentRoot) is { } defaults)
+            {
+                result.DefaultCertificate = result.Track(new ReloadingCertificate(defaults, logger));
+            }
+
+            foreach (var endpoint in section.GetSection("Endpoints").GetChildren())
+            {
+                result.Endpoints.Add(result.ReadEndpoint(endpoint, $"{sectionPath}:Endpoints:{endpoint.Key}", contentRoot, logger, serverLogger));
+            }
+
+            return result;
+        }
+        catch
+        {
+            result.Dispose();
+            throw;
+        }
+    }
+
+    private ListenOptions ReadEndpoint(IConfigurationSection s, string path, string contentRoot, ILogger certificateLogger, ILogger serverLogger)
+    {
+        RejectUnknown(s, path, EndpointKeys);
+        var url = s["Url"] ?? throw new InvalidOperationException($"{path}:Url: required (e.g. https://0.0.0.0:8443).");
+        var endpoint = EndpointResolver.Parse(url, serverLogger, $"{path}:Url");
+        if (s["Protocols"] is { } protocols)
+        {
+            endpoint.Protocols = protocols.Trim().ToLowerInvariant() switch
+            {
+                "http1" => HttpProtocols.Http1,
+                "http2" => HttpProtocols.Http2,
+                "http1andhttp2" => HttpProtocols.Http1AndHttp2,
+                _ => throw new InvalidOperationException($"{path}:Protocols: '{protocols}' is not one of Http1, Http2, Http1AndHttp2."),
+            };
+        }
+
+        var own = ReadFiles(s.GetSection("Certificate"), $"{path}:Certificate", contentRoot) is { } files
+            ? Track(new ReloadingCertificate(files, certificateLogger))
+            : null;
+        var sni = new List<KeyValuePair<string, Func<SslStreamCertificateContext>>>();
+        foreach (var host in s.GetSection("Sni").GetChildren())
+        {
+            var hostPath = $"{path}:Sni:{host.Key}";
+            RejectUnknown(host, hostPath, ["Certificate"]);
+            var certificate = ReadFiles(host.GetSection("Certificate"), $"{hostPath}:Certificate", contentRoot)
+                ?? throw new InvalidOperationException($"{hostPath}:Certificate: required (Path, and KeyPath for a PEM certificate).");
+            var reloading = Track(new ReloadingCertificate(certificate, certificateLogger));
+            sni.Add(new(host.Key, () => reloading.Context));
+        }
+
+        if ((own is not null || sni.Count > 0) && !endpoint.IsTls)
+        {
+            throw new InvalidOperationException($"{path}: a certificate is configured but Url '{url}' is not https://.");
+        }
+
+        if (sni.Count > 0)
+        {
+            var map = new SniCertificateMap(sni, own is null ? null : () => own.Context);
+            endpoint.Tls!.ServerCertificateSelector = map.Select;
+        }
+        else if (own is not null)
+        {
+            endpoint.Tls!.ServerCertificateSelector = _ => own.Context;
+        }
+
+        return endpoint;
+    }
+
+    /// <summary>A certificate section's files, or null when the section is absent. Relative paths start at the content root.</summary>
+    private static CertificateFileOptions? ReadFiles(IConfigurationSection s, string path, string contentRoot)
+    {
+        if (!s.Exists())
+        {
+            return null;
+        }
+
+        RejectUnknown(s, path, CertificateKeys);
+        var file = s["Path"] ?? throw new InvalidOperationException($"{path}:Path: required (a .pfx file, or a PEM certificate with KeyPath).");
+        return new CertificateFileOptions(path, Path.Combine(contentRoot, file), s["KeyPath"] is { } key ? Path.Combine(contentRoot, key) : null, s["Password"]);
+    }
+
+    // Kestrel's other certificate sources (Subject/Store/Location/AllowInvalid) and endpoint options (SslProtocols,
+    // ClientCertificateMode) are not read: a key we would ignore is an error instead.
+    private static void RejectUnknown(IConfigurationSection s, string path, string[] known)
+    {
+        foreach (var child in s.GetChildren())
+        {
+            if (!known.Contains(child.Key, StringComparer.OrdinalIgnoreCase))
+            {
+                throw new InvalidOperationException($"{path}:{child.Key}: not supported here (known keys: {string.Join(", ", known)}).");
+            }
+        }
+    }
+
+    private ReloadingCertificate Track(ReloadingCertificate certificate)
+    {
+        _certificates.Add(certificate);
+        return certificate;
+    }
+
+    public void Dispose()
+    {
+        foreach (var certificate in _certificates)
+        {
+            certificate.Dispose();
+        }
+    }
+}
