@@ -103,7 +103,9 @@ internal sealed class ConfiguredEndpoints : IDisposable
 
         if (sni.Count > 0)
         {
-            var map = new SniCertificateMap(sni, own is null ? null : () => own.Context);
+            // A name that matches no entry: the endpoint's certificate, else Certificates:Default, else the handshake is refused.
+            var fallback = own ?? DefaultCertificate;
+            var map = new SniCertificateMap(sni, fallback is null ? null : () => fallback.Context);
             endpoint.Tls!.ServerCertificateSelector = map.Select;
         }
         else if (own is not null)
