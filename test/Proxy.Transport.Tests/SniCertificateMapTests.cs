@@ -1,6 +1,4 @@
 using System.Net.Security;
-using System.Security.Cryptography;
-using System.Security.Cryptography.X509Certificates;
 using Proxy.Transport.Tls;
 
 namespace Proxy.Transport.Tests;
@@ -9,10 +7,7 @@ public class SniCertificateMapTests
 {
     private static SslStreamCertificateContext Context(string name)
     {
-        using var key = ECDsa.Create(ECCurve.NamedCurves.nistP256);
-        var certificate = new CertificateRequest("CN=" + name, key, HashAlgorithmName.SHA256)
-            .CreateSelfSigned(DateTimeOffset.UtcNow.AddDays(-1), DateTimeOffset.UtcNow.AddDays(1));
-        return SslStreamCertificateContext.Create(certificate, null, offline: true);
+        return SslStreamCertificateContext.Create(Proxy.Testing.ThrowawayCertificates.Create(name), null, offline: true);
     }
 
     private static readonly SslStreamCertificateContext Exact = Context("exact");

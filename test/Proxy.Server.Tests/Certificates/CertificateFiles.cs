@@ -1,4 +1,3 @@
-using System.Security.Cryptography;
 using System.Security.Cryptography.X509Certificates;
 
 namespace Proxy.Server.Tests.Certificates;
@@ -16,15 +15,7 @@ internal sealed class CertificateFiles : IDisposable
     public string PathOf(string name) => Path.Combine(Folder, name);
 
     /// <summary>A self-signed ECDSA certificate with its key, valid now, for <paramref name="dnsName"/>.</summary>
-    public static X509Certificate2 Create(string dnsName = "localhost")
-    {
-        using var key = ECDsa.Create(ECCurve.NamedCurves.nistP256);
-        var request = new CertificateRequest("CN=" + dnsName, key, HashAlgorithmName.SHA256);
-        var san = new SubjectAlternativeNameBuilder();
-        san.AddDnsName(dnsName);
-        request.CertificateExtensions.Add(san.Build());
-        return request.CreateSelfSigned(DateTimeOffset.UtcNow.AddDays(-1), DateTimeOffset.UtcNow.AddDays(7));
-    }
+    public static X509Certificate2 Create(string dnsName = "localhost") => Proxy.Testing.ThrowawayCertificates.Create(dnsName);
 
     /// <summary>
     /// Writes the certificate and its key as PEM under the given names. Each file is written beside its target and renamed
