@@ -40,6 +40,7 @@ internal sealed record BackendPoolSettings
 internal sealed class BackendPool : IAsyncDisposable
 {
     private readonly string _host;
+    private readonly string _tlsHost;
     private readonly int _port;
     private readonly bool _tls;
     private readonly BackendPoolSettings _settings;
@@ -55,11 +56,16 @@ internal sealed class BackendPool : IAsyncDisposable
     private int _http1Count;       // open HTTP/1.1 connections, idle or busy
     private volatile bool _http1;  // the destination speaks HTTP/1.1 (configured, or ALPN chose it)
 
-    public BackendPool(string destinationPrefix, BackendPoolSettings settings, ILogger logger, TimeProvider time)
+    /// <param name="tlsHost">
+    /// SNI and the name the certificate must match, when not the address's host: the host of the destination's configured
+    /// Host, as SocketsHttpHandler takes it from the Host header.
+    /// </param>
+    public BackendPool(string destinationPrefix, BackendPoolSettings settings, ILogger logger, TimeProvider time, string? tlsHost = null)
     {
         var uri = new Uri(destinationPrefix, UriKind.Absolute);
         _tls = uri.Scheme == Uri.UriSchemeHttps;
         _host = uri.IdnHost;
+        _tlsHost = tlsHost ?? _host;
         _port = uri.Port;
         Scheme = uri.Scheme;
         _settings = settings;
@@ -200,7 +206,7 @@ internal sealed class BackendPool : IAsyncDisposable
             {
                 var tls = !_tls ? null : new BackendTlsOptions
                 {
-                    TargetHost = _host,
+                    TargetHost = _tlsHost,
                     ApplicationProtocols = _settings.Http2Only ? [SslApplicationProtocol.Http2] : [SslApplicationProtocol.Http2, SslApplicationProtocol.Http11],
                     DangerousAcceptAnyServerCertificate = _settings.DangerousAcceptAnyServerCertificate,
                 EnabledSslProtocols = _settings.SslProtocols,
@@ -327,7 +333,7 @@ internal sealed class BackendPool : IAsyncDisposable
         {
             var tls = !_tls ? null : new BackendTlsOptions
             {
-                TargetHost = _host,
+                TargetHost = _tlsHost,
                 ApplicationProtocols = [SslApplicationProtocol.Http11],
                 DangerousAcceptAnyServerCertificate = _settings.DangerousAcceptAnyServerCertificate,
                 EnabledSslProtocols = _settings.SslProtocols,

@@ -17,12 +17,22 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
     private readonly BackendPoolSettings _settings;
     private readonly ILogger _logger;
     private readonly TimeProvider _time;
+    private readonly Dictionary<string, string> _tlsHosts = new(StringComparer.Ordinal);
 
     public NativeClusterTransport(ClusterConfig cluster, ILogger logger, TimeProvider time)
     {
         _logger = logger;
         _time = time;
         _settings = CreateSettings(cluster);
+        // A destination's Host key is its authority on the wire; on TLS its host is also the SNI name and the name the
+        // certificate must match, as SocketsHttpHandler does with a Host header.
+        foreach (var destination in cluster.Destinations?.Values ?? [])
+        {
+            if (destination.Host is { } host && destination.Address.StartsWith("https:", StringComparison.OrdinalIgnoreCase))
+            {
+                _tlsHosts[destination.Address] = new HostString(host).Host.Trim('[', ']');
+            }
+        }
     }
 
     internal BackendPoolSettings Settings => _settings;
@@ -67,7 +77,8 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
 
     public async ValueTask<ForwarderBackendCall> StartAsync(HttpContext context, string destinationPrefix, ForwarderRequestHead head, CancellationToken cancellationToken)
     {
-        var pool = _pools.GetOrAdd(destinationPrefix, static (prefix, self) => new BackendPool(prefix, self._settings, self._logger, self._time), this);
+        var pool = _pools.GetOrAdd(destinationPrefix, static (prefix, self) =>
+            new BackendPool(prefix, self._settings, self._logger, self._time, self._tlsHosts.GetValueOrDefault(prefix)), this);
         var request = new BackendRequest
         {
             Method = head.Method,

@@ -30,6 +30,24 @@ public class DestinationHostTests
     }
 
     [Fact]
+    public async Task DestinationHost_TlsDestination_IsTheSniName()
+    {
+        string? sni = null;
+        await using var backend = await Backends.StartTlsAsync(context => context.Response.WriteAsync(context.Request.Host.Value!),
+            name => sni = name);
+        await using var proxy = await Proxies.StartForAsync(backend, extra: c => c
+            .Set("Clusters:c1:Destinations:d1:Host", "virtual.example:8443")
+            .Set("Clusters:c1:HttpClient:DangerousAcceptAnyServerCertificate", "true"));
+        using var http = proxy.CreateClient();
+
+        using var response = await http.GetAsync("/");
+
+        // SocketsHttpHandler takes SNI from the Host header; the native relay does the same with the destination's Host.
+        Assert.Equal("virtual.example:8443", await response.Content.ReadAsStringAsync());
+        Assert.Equal("virtual.example", sni);
+    }
+
+    [Fact]
     public async Task DestinationHost_TransformsStillWin()
     {
         await using var backend = await Backends.StartEchoAsync();

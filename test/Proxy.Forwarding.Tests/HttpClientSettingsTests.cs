@@ -24,7 +24,8 @@ public class HttpClientSettingsTests
     [InlineData("Tls12", "Tls12")]
     public async Task SslProtocols_OfferedToTlsBackend(string? configured, string negotiated)
     {
-        await using var backend = await StartTlsBackendAsync();
+        await using var backend = await Backends.StartTlsAsync(context =>
+            context.Response.WriteAsync(context.Features.Get<ITlsHandshakeFeature>()!.Protocol.ToString()));
         await using var proxy = await Proxies.StartForAsync(backend, extra: c =>
         {
             c.Set("Clusters:c1:HttpClient:DangerousAcceptAnyServerCertificate", "true");
@@ -39,30 +40,6 @@ public class HttpClientSettingsTests
 
         Assert.Equal(HttpStatusCode.OK, response.StatusCode);
         Assert.Equal(negotiated, await response.Content.ReadAsStringAsync());
-    }
-
-    /// <summary>A Kestrel backend on TLS 1.2 and 1.3 with a throwaway certificate, answering with the negotiated version.</summary>
-    private static Task<TestApp> StartTlsBackendAsync()
-    {
-        using var key = RSA.Create(2048);
-        var request = new CertificateRequest("CN=localhost", key, HashAlgorithmName.SHA256, RSASignaturePadding.Pkcs1);
-        var certificate = request.CreateSelfSigned(DateTimeOffset.UtcNow.AddDays(-1), DateTimeOffset.UtcNow.AddDays(1));
-        return StartKestrelAsync(
-            o => o.Listen(IPAddress.Loopback, 0, l => l.UseHttps(certificate, h => h.SslProtocols = SslProtocols.Tls12 | SslProtocols.Tls13)),
-            context => context.Response.WriteAsync(context.Features.Get<ITlsHandshakeFeature>()!.Protocol.ToString()));
-    }
-
-    /// <summary>A backend whose Kestrel options the test chooses (the shared helper fixes them).</summary>
-    private static async Task<TestApp> StartKestrelAsync(Action<Microsoft.AspNetCore.Server.Kestrel.Core.KestrelServerOptions> kestrel, RequestDelegate handler)
-    {
-        var builder = WebApplication.CreateSlimBuilder();
-        builder.Logging.ClearProviders();
-        builder.WebHost.UseKestrel(kestrel);
-        var app = builder.Build();
-        app.Run(handler);
-        await app.StartAsync();
-        var address = app.Services.GetRequiredService<IServer>().Features.Get<IServerAddressesFeature>()!.Addresses.First();
-        return new TestApp(app, new Uri(address + "/"), TestProtocol.Http1);
     }
 
     [Fact]
@@ -101,7 +78,7 @@ public class HttpClientSettingsTests
     public async Task HeaderEncoding_Utf8_NonAsciiValuesBothWays_ClusterUsesHttpClient()
     {
         // The backend reads and writes header values as UTF-8 and shows what it decoded as code points.
-        await using var backend = await StartKestrelAsync(o =>
+        await using var backend = await Backends.StartKestrelAsync(o =>
         {
             o.Listen(IPAddress.Loopback, 0);
             o.RequestHeaderEncodingSelector = _ => System.Text.Encoding.UTF8;
