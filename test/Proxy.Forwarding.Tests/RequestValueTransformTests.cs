@@ -2,6 +2,7 @@ using System.Security.Cryptography;
 using System.Security.Cryptography.X509Certificates;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Http.Features;
+using Microsoft.Extensions.Configuration;
 using Proxy.Forwarding.Tests.Infrastructure;
 
 namespace Proxy.Forwarding.Tests;
@@ -80,13 +81,63 @@ public class RequestValueTransformTests
     [Fact]
     public async Task ClientCert_WithCertificate_Base64DerInHeader()
     {
-        using var key = ECDsa.Create();
-        using var certificate = new CertificateRequest("CN=client", key, HashAlgorithmName.SHA256)
-            .CreateSelfSigned(DateTimeOffset.UtcNow.AddDays(-1), DateTimeOffset.UtcNow.AddDays(1));
+        using var certificate = CreateCertificate("client");
         var message = new HttpRequestMessage(HttpMethod.Get, "/");
         message.Headers.Add("X-Client-Cert", "forged");
         var echo = await SendAsync(message, c => c.Set("Routes:r1:Transforms:0:ClientCert", "X-Client-Cert"), clientCertificate: certificate);
         Assert.Equal(Convert.ToBase64String(certificate.RawData), echo.Headers["x-client-cert"]);
+    }
+
+    [Theory]
+    [InlineData(true)]
+    [InlineData(false)]
+    public async Task ClientCert_OverRealTls_CertificateFromTheHandshake(bool presentCertificate)
+    {
+        using var serverCertificate = CreateCertificate("localhost");
+        using var clientCertificate = CreateCertificate("client");
+        await using var backend = await Backends.StartEchoAsync();
+        var config = new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", backend.Url)
+            .Set("Routes:r1:Transforms:0:ClientCert", "X-Client-Cert");
+        await using var proxy = await ProxyTestHost.StartTlsProxyAsync(b =>
+        {
+            b.Configuration.AddInMemoryCollection(config);
+            b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+        }, app => app.MapProxyForwarding(), serverCertificate);
+        var handler = new SocketsHttpHandler { SslOptions = { RemoteCertificateValidationCallback = (_, _, _, _) => true } };
+        if (presentCertificate)
+        {
+            handler.SslOptions.ClientCertificates = [clientCertificate];
+        }
+
+        using var http = new HttpClient(handler);
+        var message = new HttpRequestMessage(HttpMethod.Get, $"https://localhost:{proxy.BaseAddress.Port}/") { Version = System.Net.HttpVersion.Version20 };
+        message.Headers.Add("X-Client-Cert", "forged");
+        using var response = await http.SendAsync(message);
+        var echo = await response.ReadEchoAsync();
+
+        Assert.Equal(System.Net.HttpVersion.Version20, response.Version);
+        if (presentCertificate)
+        {
+            Assert.Equal(Convert.ToBase64String(clientCertificate.RawData), echo.Headers["x-client-cert"]);
+        }
+        else
+        {
+            Assert.False(echo.Headers.ContainsKey("x-client-cert"));
+        }
+    }
+
+    private static X509Certificate2 CreateCertificate(string name)
+    {
+        using var key = ECDsa.Create(ECCurve.NamedCurves.nistP256);
+        var request = new CertificateRequest("CN=" + name, key, HashAlgorithmName.SHA256);
+        // A client certificate must say it is one (clientAuth), or SslStream will not offer it.
+        request.CertificateExtensions.Add(new X509EnhancedKeyUsageExtension([new Oid("1.3.6.1.5.5.7.3.2"), new Oid("1.3.6.1.5.5.7.3.1")], false));
+        var created = request.CreateSelfSigned(DateTimeOffset.UtcNow.AddDays(-1), DateTimeOffset.UtcNow.AddDays(1));
+        // An ephemeral key does not work with SslStream everywhere: a PKCS#12 round trip gives a usable one.
+        using (created)
+        {
+            return X509CertificateLoader.LoadPkcs12(created.Export(X509ContentType.Pkcs12), null);
+        }
     }
 
     [Fact]
