@@ -18,7 +18,8 @@ internal sealed class ConfiguredEndpoints : IDisposable
     private static readonly string[] CertificateKeys = ["Path", "KeyPath", "Password"];
     private static readonly string[] EndpointKeys = ["Url", "Protocols", "Certificate", "Sni"];
 
-    private readonly List<ReloadingCertificate> _certificates = [];
+    // One watcher per folder for all the configured certificates (see CertificateFileWatcher's NOTE).
+    private readonly CertificateFileWatcher _watcher = new();
 
     private ConfiguredEndpoints()
     {
@@ -49,7 +50,7 @@ internal sealed class ConfiguredEndpoints : IDisposable
 
             if (ReadFiles(certificates.GetSection("Default"), $"{sectionPath}:Certificates:Default", contentRoot) is { } defaults)
             {
-                result.DefaultCertificate = result.Track(new ReloadingCertificate(defaults, logger));
+                result.DefaultCertificate = new ReloadingCertificate(defaults, logger, result._watcher);
             }
 
             foreach (var endpoint in section.GetSection("Endpoints").GetChildren())
@@ -83,7 +84,7 @@ internal sealed class ConfiguredEndpoints : IDisposable
         }
 
         var own = ReadFiles(s.GetSection("Certificate"), $"{path}:Certificate", contentRoot) is { } files
-            ? Track(new ReloadingCertificate(files, certificateLogger))
+            ? new ReloadingCertificate(files, certificateLogger, _watcher)
             : null;
         var sni = new List<KeyValuePair<string, Func<SslStreamCertificateContext>>>();
         foreach (var host in s.GetSection("Sni").GetChildren())
@@ -92,7 +93,7 @@ internal sealed class ConfiguredEndpoints : IDisposable
             RejectUnknown(host, hostPath, ["Certificate"]);
             var certificate = ReadFiles(host.GetSection("Certificate"), $"{hostPath}:Certificate", contentRoot)
                 ?? throw new InvalidOperationException($"{hostPath}:Certificate: required (Path, and KeyPath for a PEM certificate).");
-            var reloading = Track(new ReloadingCertificate(certificate, certificateLogger));
+            var reloading = new ReloadingCertificate(certificate, certificateLogger, _watcher);
             sni.Add(new(host.Key, () => reloading.Context));
         }
 
@@ -142,17 +143,5 @@ internal sealed class ConfiguredEndpoints : IDisposable
         }
     }
 
-    private ReloadingCertificate Track(ReloadingCertificate certificate)
-    {
-        _certificates.Add(certificate);
-        return certificate;
-    }
-
-    public void Dispose()
-    {
-        foreach (var certificate in _certificates)
-        {
-            certificate.Dispose();
-        }
-    }
+    public void Dispose() => _watcher.Dispose();
 }

@@ -14,35 +14,30 @@ namespace Proxy.Transport.Certificates;
 // Shared: handshakes read Current (one volatile read) on any thread; file events reload under _reloadLock.
 public sealed partial class ReloadingCertificate : IDisposable
 {
-    private readonly CertificateFileOptions _files;
     private readonly ILogger _logger;
-    private readonly List<FileSystemWatcher> _watchers = [];
-    private readonly HashSet<string> _names;
+    private readonly CertificateFileWatcher? _ownWatcher;
     private readonly Lock _reloadLock = new();
     private volatile Loaded _current;
 
-    /// <summary>Loads the certificate now (throws <see cref="CertificateLoadException"/> when it cannot) and starts watching its files.</summary>
-    public ReloadingCertificate(CertificateFileOptions files, ILogger? logger = null)
+    /// <summary>
+    /// Loads the certificate now (throws <see cref="CertificateLoadException"/> when it cannot) and starts watching its
+    /// files: with <paramref name="watcher"/>, shared with other certificates, otherwise with a watcher of its own.
+    /// </summary>
+    public ReloadingCertificate(CertificateFileOptions files, ILogger? logger = null, CertificateFileWatcher? watcher = null)
     {
-        _files = files;
+        Files = files;
         _logger = logger ?? NullLogger.Instance;
         _current = new Loaded(files.Load());
-        _names = new HashSet<string>(files.Files.Select(f => Path.GetFileName(Path.GetFullPath(f))), StringComparer.Ordinal);
-        // One watcher per folder: a rename over the file (how rotation tools and Kubernetes replace secrets) is only seen
-        // on the folder, and watching a single file name would miss its re-creation.
-        foreach (var folder in files.Files.Select(f => Path.GetDirectoryName(Path.GetFullPath(f))!).Distinct(StringComparer.Ordinal))
+        if (watcher is null)
         {
-            var watcher = new FileSystemWatcher(folder)
-            {
-                NotifyFilter = NotifyFilters.FileName | NotifyFilters.LastWrite | NotifyFilters.Size | NotifyFilters.CreationTime,
-            };
-            watcher.Changed += OnFileEvent;
-            watcher.Created += OnFileEvent;
-            watcher.Renamed += OnFileEvent;
-            watcher.EnableRaisingEvents = true;
-            _watchers.Add(watcher);
+            _ownWatcher = watcher = new CertificateFileWatcher();
         }
+
+        watcher.Watch(this);
     }
+
+    /// <summary>Where the certificate comes from.</summary>
+    public CertificateFileOptions Files { get; }
 
     /// <summary>The certificate handshakes use now.</summary>
     public X509Certificate2 Certificate => _current.Certificate;
@@ -56,16 +51,6 @@ public sealed partial class ReloadingCertificate : IDisposable
     /// <summary>Raised when a change could not be loaded, with the reason; the last good certificate stays.</summary>
     public event Action<CertificateLoadException>? ReloadFailed;
 
-    private void OnFileEvent(object sender, FileSystemEventArgs e)
-    {
-        if (!_names.Contains(e.Name ?? "") && !(e is RenamedEventArgs r && _names.Contains(r.OldName ?? "")))
-        {
-            return;
-        }
-
-        Reload();
-    }
-
     /// <summary>Loads the files again; keeps the current certificate when they do not load.</summary>
     public void Reload()
     {
@@ -74,11 +59,11 @@ public sealed partial class ReloadingCertificate : IDisposable
             X509Certificate2 loaded;
             try
             {
-                loaded = _files.Load();
+                loaded = Files.Load();
             }
             catch (CertificateLoadException ex)
             {
-                Log.ReloadFailed(_logger, _files.ConfigPath, Certificate.Thumbprint, ex.Message);
+                Log.ReloadFailed(_logger, Files.ConfigPath, Certificate.Thumbprint, ex.Message);
                 ReloadFailed?.Invoke(ex);
                 return;
             }
@@ -91,19 +76,14 @@ public sealed partial class ReloadingCertificate : IDisposable
 
             // NOTE: the previous certificate is not disposed: handshakes that read it a moment ago may still use it.
             _current = new Loaded(loaded);
-            Log.Reloaded(_logger, _files.ConfigPath, loaded.Subject, loaded.Thumbprint, loaded.NotAfter);
+            Log.Reloaded(_logger, Files.ConfigPath, loaded.Subject, loaded.Thumbprint, loaded.NotAfter);
         }
 
         Reloaded?.Invoke(Certificate);
     }
 
-    public void Dispose()
-    {
-        foreach (var watcher in _watchers)
-        {
-            watcher.Dispose();
-        }
-    }
+    /// <summary>Stops its own watcher (a shared one belongs to whoever created it).</summary>
+    public void Dispose() => _ownWatcher?.Dispose();
 
     private sealed class Loaded(X509Certificate2 certificate)
     {

@@ -127,4 +127,28 @@ public sealed class CertificateFileOptionsTests : IDisposable
         Assert.Equal(second.Thumbprint, await reloaded.Task.WaitAsync(TimeSpan.FromSeconds(30)));
         Assert.Equal(second.Thumbprint, reloading.Certificate.Thumbprint);
     }
+
+    [Fact]
+    public async Task SharedWatcher_OnlyTheCertificateWhoseFilesChangedReloads()
+    {
+        using var a = CertificateFiles.Create();
+        using var b = CertificateFiles.Create();
+        _files.WritePem(a, "a.pem", "a-key.pem");
+        _files.WritePem(b, "b.pem", "b-key.pem");
+        using var watcher = new CertificateFileWatcher();
+        using var first = new ReloadingCertificate(new CertificateFileOptions("A", _files.PathOf("a.pem"), _files.PathOf("a-key.pem")), watcher: watcher);
+        using var second = new ReloadingCertificate(new CertificateFileOptions("B", _files.PathOf("b.pem"), _files.PathOf("b-key.pem")), watcher: watcher);
+        var firstReloaded = false;
+        first.Reloaded += _ => firstReloaded = true;
+        using var next = CertificateFiles.Create();
+        var reloaded = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        second.Reloaded += c => { if (c.Thumbprint == next.Thumbprint) reloaded.TrySetResult(); };
+
+        _files.WritePem(next, "b.pem", "b-key.pem");
+        await reloaded.Task.WaitAsync(TimeSpan.FromSeconds(30));
+
+        Assert.Equal(next.Thumbprint, second.Certificate.Thumbprint);
+        Assert.Equal(a.Thumbprint, first.Certificate.Thumbprint);
+        Assert.False(firstReloaded);
+    }
 }
