@@ -44,11 +44,14 @@ public sealed class CertificateFileWatcher : IDisposable
     private void OnFileEvent(object sender, FileSystemEventArgs e)
     {
         var folder = ((FileSystemWatcher)sender).Path;
+        // Kubernetes mounts a secret's files as links through "..data", which it swaps to a new folder with one rename:
+        // the files' own names never appear in an event, so such a swap concerns every file in the folder.
+        var linkSwap = e.Name?.StartsWith("..", StringComparison.Ordinal) == true;
         List<ReloadingCertificate> affected;
         lock (_lock)
         {
             affected = _files
-                .Where(f => f.Folder == folder && (f.Name == e.Name || (e is RenamedEventArgs r && f.Name == r.OldName)))
+                .Where(f => f.Folder == folder && (linkSwap || f.Name == e.Name || (e is RenamedEventArgs r && f.Name == r.OldName)))
                 .Select(f => f.Certificate)
                 .Distinct()
                 .ToList();

@@ -1,3 +1,4 @@
+using System.Security.Cryptography.X509Certificates;
 using Proxy.Transport.Certificates;
 
 namespace Proxy.Server.Tests.Certificates;
@@ -150,5 +151,43 @@ public sealed class CertificateFileOptionsTests : IDisposable
         Assert.Equal(next.Thumbprint, second.Certificate.Thumbprint);
         Assert.Equal(a.Thumbprint, first.Certificate.Thumbprint);
         Assert.False(firstReloaded);
+    }
+
+    [Fact]
+    public async Task Reload_KubernetesSecretLinkSwap_NewCertificateLoaded()
+    {
+        if (OperatingSystem.IsWindows())
+        {
+            return; // The layout below is made of symbolic links and a rename over one (mv -T).
+        }
+
+        // A mounted secret: cert.pem -> ..data/cert.pem, ..data -> v1/.
+        using var first = CertificateFiles.Create();
+        using var second = CertificateFiles.Create();
+        foreach (var (version, certificate) in new[] { ("v1", first), ("v2", second) })
+        {
+            Directory.CreateDirectory(_files.PathOf(version));
+            File.WriteAllText(_files.PathOf($"{version}/cert.pem"), certificate.ExportCertificatePem());
+            File.WriteAllText(_files.PathOf($"{version}/key.pem"), certificate.GetECDsaPrivateKey()!.ExportPkcs8PrivateKeyPem());
+        }
+
+        File.CreateSymbolicLink(_files.PathOf("..data"), "v1");
+        File.CreateSymbolicLink(_files.PathOf("cert.pem"), "..data/cert.pem");
+        File.CreateSymbolicLink(_files.PathOf("key.pem"), "..data/key.pem");
+        using var reloading = new ReloadingCertificate(new CertificateFileOptions(Key, _files.PathOf("cert.pem"), _files.PathOf("key.pem")));
+        Assert.Equal(first.Thumbprint, reloading.Certificate.Thumbprint);
+        var reloaded = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        reloading.Reloaded += c => { if (c.Thumbprint == second.Thumbprint) reloaded.TrySetResult(); };
+
+        // What the kubelet does: a new link beside the old one, renamed over it in one step.
+        File.CreateSymbolicLink(_files.PathOf("..data_tmp"), "v2");
+        using (var mv = System.Diagnostics.Process.Start("mv", ["-T", _files.PathOf("..data_tmp"), _files.PathOf("..data")]))
+        {
+            await mv.WaitForExitAsync();
+            Assert.Equal(0, mv.ExitCode);
+        }
+
+        await reloaded.Task.WaitAsync(TimeSpan.FromSeconds(30));
+        Assert.Equal(second.Thumbprint, reloading.Certificate.Thumbprint);
     }
 }
