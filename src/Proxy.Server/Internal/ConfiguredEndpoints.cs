@@ -16,7 +16,7 @@ namespace Proxy.Server.Internal;
 internal sealed class ConfiguredEndpoints : IDisposable
 {
     private static readonly string[] CertificateKeys = ["Path", "KeyPath", "Password"];
-    private static readonly string[] EndpointKeys = ["Url", "Protocols", "Certificate", "Sni"];
+    private static readonly string[] EndpointKeys = ["Url", "Protocols", "Certificate", "Sni", "SslProtocols", "ClientCertificateMode"];
 
     // One watcher per folder for all the configured certificates (see CertificateFileWatcher's NOTE).
     private readonly CertificateFileWatcher _watcher = new();
@@ -97,9 +97,23 @@ internal sealed class ConfiguredEndpoints : IDisposable
             sni.Add(new(host.Key, () => reloading.Context));
         }
 
-        if ((own is not null || sni.Count > 0) && !endpoint.IsTls)
+        var tlsOnly = own is not null || sni.Count > 0 || s["SslProtocols"] is not null || s.GetSection("SslProtocols").GetChildren().Any()
+            || s["ClientCertificateMode"] is not null;
+        if (tlsOnly && !endpoint.IsTls)
         {
-            throw new InvalidOperationException($"{path}: a certificate is configured but Url '{url}' is not https://.");
+            throw new InvalidOperationException($"{path}: TLS settings are configured but Url '{url}' is not https://.");
+        }
+
+        if (ReadSslProtocols(s.GetSection("SslProtocols")) is { } sslProtocols)
+        {
+            endpoint.Tls!.EnabledSslProtocols = sslProtocols;
+        }
+
+        if (s["ClientCertificateMode"] is { } mode)
+        {
+            endpoint.Tls!.ClientCertificateMode = Enum.TryParse<ClientCertificateMode>(mode, ignoreCase: true, out var parsed) && Enum.IsDefined(parsed) && !char.IsDigit(mode[0])
+                ? parsed
+                : throw new InvalidOperationException($"{path}:ClientCertificateMode: '{mode}' is not one of NoCertificate, AllowCertificate, RequireCertificate.");
         }
 
         if (sni.Count > 0)
@@ -115,6 +129,32 @@ internal sealed class ConfiguredEndpoints : IDisposable
         }
 
         return endpoint;
+    }
+
+    /// <summary>Kestrel's form, a list (<c>[ "Tls12", "Tls13" ]</c>), or one string with commas; null when absent.</summary>
+    private static System.Security.Authentication.SslProtocols? ReadSslProtocols(IConfigurationSection s)
+    {
+        var names = s.Value is { } single ? single.Split(',', StringSplitOptions.TrimEntries | StringSplitOptions.RemoveEmptyEntries)
+            : s.GetChildren().Select(c => c.Value ?? "").ToArray();
+        if (names.Length == 0)
+        {
+            return null;
+        }
+
+        var result = System.Security.Authentication.SslProtocols.None;
+        foreach (var name in names)
+        {
+            // RFC 9113 §9.2: HTTP/2 over TLS needs TLS 1.2 or higher; older versions are not offered at all.
+            result |= name.ToLowerInvariant() switch
+            {
+                "tls12" => System.Security.Authentication.SslProtocols.Tls12,
+                "tls13" => System.Security.Authentication.SslProtocols.Tls13,
+                "none" => System.Security.Authentication.SslProtocols.None,
+                _ => throw new InvalidOperationException($"{s.Path}: '{name}' is not one of Tls12, Tls13 (or None for the platform default)."),
+            };
+        }
+
+        return result;
     }
 
     /// <summary>A certificate section's files, or null when the section is absent. Relative paths start at the content root.</summary>

@@ -35,7 +35,7 @@ public sealed class ConfiguredCertificateTests : IDisposable
             ["ProxyServer:Endpoints:web:Certificate:KeyPath"] = _files.PathOf("key.pem"),
         }, reloads);
 
-        var (thumbprint, version) = await GetAsync(app.Address);
+        var (thumbprint, version, _) = await GetAsync(app.Address);
         Assert.Equal(first.Thumbprint, thumbprint);
         Assert.Equal(HttpVersion.Version20, version);
 
@@ -44,7 +44,7 @@ public sealed class ConfiguredCertificateTests : IDisposable
         _files.WritePem(second);
         await reloaded.WaitAsync(Guard);
 
-        (thumbprint, version) = await GetAsync(app.Address);
+        (thumbprint, version, _) = await GetAsync(app.Address);
         Assert.Equal(second.Thumbprint, thumbprint);
         Assert.Equal(HttpVersion.Version20, version);
     }
@@ -61,7 +61,7 @@ public sealed class ConfiguredCertificateTests : IDisposable
             ["ProxyServer:Certificates:Default:Password"] = "pw",
         });
 
-        var (thumbprint, _) = await GetAsync(app.Address);
+        var (thumbprint, _, _) = await GetAsync(app.Address);
 
         Assert.Equal(certificate.Thumbprint, thumbprint);
     }
@@ -91,18 +91,54 @@ public sealed class ConfiguredCertificateTests : IDisposable
         Assert.Equal(fallback.Thumbprint, (await GetAsync(app.Address, "other.test")).Thumbprint);
     }
 
+    [Fact]
+    public async Task EndpointSslProtocols_OnlyThoseOffered()
+    {
+        using var server = CertificateFiles.Create();
+        _files.WritePem(server);
+        await using var app = await StartAsync(new()
+        {
+            ["ProxyServer:Endpoints:web:Url"] = "https://127.0.0.1:0",
+            ["ProxyServer:Endpoints:web:SslProtocols:0"] = "Tls12",
+            ["ProxyServer:Endpoints:web:Certificate:Path"] = _files.PathOf("cert.pem"),
+            ["ProxyServer:Endpoints:web:Certificate:KeyPath"] = _files.PathOf("key.pem"),
+        });
+
+        // The client offers 1.2 and 1.3 and would take 1.3.
+        Assert.StartsWith("Tls12 ", (await GetAsync(app.Address)).Body, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task EndpointClientCertificateMode_Require_HandshakeWithoutOneFails()
+    {
+        using var server = CertificateFiles.Create();
+        _files.WritePem(server);
+        await using var app = await StartAsync(new()
+        {
+            ["ProxyServer:Endpoints:web:Url"] = "https://127.0.0.1:0",
+            ["ProxyServer:Endpoints:web:ClientCertificateMode"] = "RequireCertificate",
+            ["ProxyServer:Endpoints:web:Certificate:Path"] = _files.PathOf("cert.pem"),
+            ["ProxyServer:Endpoints:web:Certificate:KeyPath"] = _files.PathOf("key.pem"),
+        });
+
+        await Assert.ThrowsAsync<HttpRequestException>(() => GetAsync(app.Address));
+    }
+
     [Theory]
     [InlineData("ProxyServer:Certificates:Default:Path", "absent.pem", "ProxyServer:Certificates:Default:Path: the file '{0}' does not exist.")]
     [InlineData("ProxyServer:Certificates:Default:Store", "My", "ProxyServer:Certificates:Default:Store: not supported here (known keys: Path, KeyPath, Password).")]
     [InlineData("ProxyServer:Certificates:Api:Path", "x.pfx", "ProxyServer:Certificates:Api: only Certificates:Default is read")]
     [InlineData("ProxyServer:Endpoints:web:Protocols", "Http3", "ProxyServer:Endpoints:web:Protocols: 'Http3' is not one of Http1, Http2, Http1AndHttp2.")]
-    [InlineData("ProxyServer:Endpoints:web:SslProtocols", "Tls13", "ProxyServer:Endpoints:web:SslProtocols: not supported here")]
+    [InlineData("ProxyServer:Endpoints:web:Sni:a.test:Protocols", "Http2", "ProxyServer:Endpoints:web:Sni:a.test:Protocols: not supported here (known keys: Certificate).")]
+    [InlineData("ProxyServer:Endpoints:web:SslProtocols:0", "Tls11", "ProxyServer:Endpoints:web:SslProtocols: 'Tls11' is not one of Tls12, Tls13")]
+    [InlineData("ProxyServer:Endpoints:web:ClientCertificateMode", "DelayCertificate", "ProxyServer:Endpoints:web:ClientCertificateMode: 'DelayCertificate' is not one of NoCertificate, AllowCertificate, RequireCertificate.")]
     public async Task BadConfiguration_StartFails_NamingTheKey(string key, string value, string expected)
     {
         var values = new Dictionary<string, string?> { [key] = key.EndsWith(":Path", StringComparison.Ordinal) ? _files.PathOf(value) : value };
         if (key.StartsWith("ProxyServer:Endpoints:web:", StringComparison.Ordinal))
         {
-            values["ProxyServer:Endpoints:web:Url"] = "http://127.0.0.1:0";
+            // https: the TLS keys are checked before anything binds (no development certificate is made).
+            values["ProxyServer:Endpoints:web:Url"] = "https://127.0.0.1:0";
         }
 
         var ex = await Assert.ThrowsAnyAsync<InvalidOperationException>(() => StartAsync(values));
@@ -131,7 +167,8 @@ public sealed class ConfiguredCertificateTests : IDisposable
         builder.Configuration.AddInMemoryCollection(config);
         builder.WebHost.UseProxyServer();
         var app = builder.Build();
-        app.Run(context => context.Response.WriteAsync(context.Request.Protocol));
+        app.Run(context => context.Response.WriteAsync(
+            $"{context.Features.Get<Microsoft.AspNetCore.Connections.Features.ITlsHandshakeFeature>()?.Protocol} {context.Request.Protocol}"));
         try
         {
             await app.StartAsync();
@@ -150,7 +187,7 @@ public sealed class ConfiguredCertificateTests : IDisposable
     /// One request on a new connection (so a new handshake), with <paramref name="serverName"/> as the URL host (and SNI)
     /// while the socket goes to the server's loopback address. Returns the certificate's thumbprint and the HTTP version.
     /// </summary>
-    private static async Task<(string Thumbprint, Version Version)> GetAsync(Uri address, string? serverName = null)
+    private static async Task<(string Thumbprint, Version Version, string Body)> GetAsync(Uri address, string? serverName = null)
     {
         string? thumbprint = null;
         using var handler = new SocketsHttpHandler
@@ -172,7 +209,7 @@ public sealed class ConfiguredCertificateTests : IDisposable
         var target = new UriBuilder(address) { Host = serverName ?? "localhost" }.Uri;
         using var response = await client.GetAsync(target);
         response.EnsureSuccessStatusCode();
-        return (thumbprint!, response.Version);
+        return (thumbprint!, response.Version, await response.Content.ReadAsStringAsync());
     }
 
     /// <summary>Completes when the server logs "Certificate reloaded" for a given thumbprint (no polling, no sleeping).</summary>
