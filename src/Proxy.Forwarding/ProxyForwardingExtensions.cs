@@ -38,8 +38,12 @@ public static class ProxyForwardingExtensions
         services.AddRouting();
         services.AddMetrics();
         services.TryAddSingleton<ForwardingMetrics>();
+        services.TryAddSingleton<IBackendConnectionMetrics>(sp => sp.GetRequiredService<ForwardingMetrics>());
         services.TryAddSingleton<IHttpForwarder, HttpForwarder>();
         services.TryAddSingleton<ProxyStateManager>();
+        services.TryAddSingleton<RoutePolicyValidator>();
+        // Session affinity's Cookie and CustomHeader keys are protected with the app's key ring.
+        services.AddDataProtection();
         services.TryAddSingleton<ProxyEndpointHandler>();
         services.TryAddSingleton<PassiveHealthChecker>();
         services.AddOptions<TransportFailureRateHealthPolicyOptions>();
@@ -63,7 +67,8 @@ public static class ProxyForwardingExtensions
     {
         builder.Services.RemoveAll<IProxyConfigProvider>();
         builder.Services.AddSingleton<IProxyConfigProvider>(services => new ConfigurationConfigProvider(
-            section, section as IConfigurationRoot ?? services.GetService<IConfiguration>() as IConfigurationRoot));
+            section, section as IConfigurationRoot ?? services.GetService<IConfiguration>() as IConfigurationRoot,
+            services.GetService<Microsoft.Extensions.Logging.ILogger<ConfigurationConfigProvider>>()));
         return builder;
     }
 

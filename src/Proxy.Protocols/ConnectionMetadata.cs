@@ -22,4 +22,6 @@ public sealed class ConnectionMetadata
     public X509Certificate2? ClientCertificate { get; init; }
     public string? HostName { get; init; }
 
+    /// <summary>Where the engine reports streams, resets, GOAWAYs and writes; null when the host counts nothing.</summary>
+    public IProtocolMetrics? Metrics { get; init; }
 }

@@ -5,6 +5,7 @@ using Proxy.Protocols.Client;
 using Proxy.Protocols.Http1.Client;
 using Proxy.Protocols.Http2.Client;
 using Proxy.Transport.Client;
+using Proxy.Forwarding.Forwarder;
 
 namespace Proxy.Relay;
 
@@ -24,8 +25,17 @@ internal sealed record BackendPoolSettings
     public System.Security.Authentication.SslProtocols SslProtocols { get; init; }
     public Http2ClientOptions Http2 { get; init; } = new();
     public Http1ClientOptions Http1 { get; init; } = new();
-    /// <summary>The backend sockets: reads continue on the receive loop and sends run on the flushing thread (see InlineScheduling).</summary>
+    /// <summary>The backend sockets: reads continue on the receive loop and sends run on the flushing thread (InlineScheduling, set here whatever its default).</summary>
     public Proxy.Transport.Sockets.SocketTransportOptions Sockets { get; init; } = new() { InlineScheduling = true };
+}
+
+/// <summary>Where a pool reports the connections it opens and closes, with its cluster and destination.</summary>
+// Immutable, shared by the pool's connect and close paths.
+internal sealed record BackendPoolMetrics(IBackendConnectionMetrics Metrics, string ClusterId, string DestinationId)
+{
+    public void Opened(string version) => Metrics.ConnectionOpened(ClusterId, DestinationId, version);
+
+    public void Closed(string version) => Metrics.ConnectionClosed(ClusterId, DestinationId, version);
 }
 
 /// <summary>
@@ -55,13 +65,16 @@ internal sealed class BackendPool : IAsyncDisposable
     private readonly ConcurrentStack<PooledHttp1> _idleHttp1 = new();
     private int _http1Count;       // open HTTP/1.1 connections, idle or busy
     private volatile bool _http1;  // the destination speaks HTTP/1.1 (configured, or ALPN chose it)
+    private readonly BackendPoolMetrics? _metrics;
 
     /// <param name="tlsHost">
     /// SNI and the name the certificate must match, when not the address's host: the host of the destination's configured
     /// Host, as SocketsHttpHandler takes it from the Host header.
     /// </param>
-    public BackendPool(string destinationPrefix, BackendPoolSettings settings, ILogger logger, TimeProvider time, string? tlsHost = null)
+    public BackendPool(string destinationPrefix, BackendPoolSettings settings, ILogger logger, TimeProvider time, BackendPoolMetrics? metrics = null,
+        string? tlsHost = null)
     {
+        _metrics = metrics;
         var uri = new Uri(destinationPrefix, UriKind.Absolute);
         _tls = uri.Scheme == Uri.UriSchemeHttps;
         _host = uri.IdnHost;
@@ -238,6 +251,7 @@ internal sealed class BackendPool : IAsyncDisposable
                 _http2 = [.. _http2, pooled];
                 _sweep ??= _time.CreateTimer(static s => ((BackendPool)s!).Sweep(), this, SweepPeriod, SweepPeriod);
             }
+            _metrics?.Opened("2");
             _ = RunAsync(pooled);
         }
         finally
@@ -266,6 +280,7 @@ internal sealed class BackendPool : IAsyncDisposable
             {
                 _http2 = Array.FindAll(_http2, p => p != pooled);
             }
+            _metrics?.Closed("2");
             OnStateChanged();
             await pooled.Transport.DisposeAsync().ConfigureAwait(false);
         }
@@ -364,6 +379,7 @@ internal sealed class BackendPool : IAsyncDisposable
     {
         var connection = new Http1ClientConnection(transport.Transport, _settings.Http1);
         var pooled = new PooledHttp1(connection, transport);
+        _metrics?.Opened("1.1");
         connection.ExchangeReleased += (_, reusable) => OnHttp1Released(pooled, reusable);
         lock (_lock)
         {
@@ -389,6 +405,7 @@ internal sealed class BackendPool : IAsyncDisposable
     private async ValueTask CloseHttp1Async(PooledHttp1 pooled)
     {
         Interlocked.Decrement(ref _http1Count);
+        _metrics?.Closed("1.1");
         try
         {
             await pooled.Connection.DisposeAsync().ConfigureAwait(false);

@@ -18,11 +18,15 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
     private readonly ILogger _logger;
     private readonly TimeProvider _time;
     private readonly Dictionary<string, string> _tlsHosts = new(StringComparer.Ordinal);
+    private readonly string _clusterId;
+    private readonly IBackendConnectionMetrics? _connectionMetrics;
 
-    public NativeClusterTransport(ClusterConfig cluster, ILogger logger, TimeProvider time)
+    public NativeClusterTransport(ClusterConfig cluster, ILogger logger, TimeProvider time, IBackendConnectionMetrics? connectionMetrics = null)
     {
         _logger = logger;
         _time = time;
+        _clusterId = cluster.ClusterId;
+        _connectionMetrics = connectionMetrics;
         _settings = CreateSettings(cluster);
         // A destination's Host key is its authority on the wire; on TLS its host is also the SNI name and the name the
         // certificate must match, as SocketsHttpHandler does with a Host header.
@@ -77,8 +81,10 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
 
     public async ValueTask<ForwarderBackendCall> StartAsync(HttpContext context, string destinationPrefix, ForwarderRequestHead head, CancellationToken cancellationToken)
     {
-        var pool = _pools.GetOrAdd(destinationPrefix, static (prefix, self) =>
-            new BackendPool(prefix, self._settings, self._logger, self._time, self._tlsHosts.GetValueOrDefault(prefix)), this);
+        var pool = _pools.GetOrAdd(destinationPrefix, static (prefix, state) => new BackendPool(prefix, state.Self._settings, state.Self._logger, state.Self._time,
+            state.Self._connectionMetrics is { } metrics ? new BackendPoolMetrics(metrics, state.Self._clusterId, state.DestinationId ?? prefix) : null,
+            state.Self._tlsHosts.GetValueOrDefault(prefix)),
+            (Self: this, context.Features.Get<IReverseProxyFeature>()?.DestinationId));
         var request = new BackendRequest
         {
             Method = head.Method,

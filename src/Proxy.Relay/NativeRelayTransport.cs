@@ -15,5 +15,6 @@ internal sealed class NativeRelayTransport(IServiceProvider services, ILoggerFac
     /// <summary>The default when the app runs on Proxy.Server.</summary>
     public bool IsDefault => services.GetService<IServer>() is Proxy.Server.ProxyServer;
 
-    public IForwarderClusterTransport CreateCluster(ClusterConfig cluster) => new NativeClusterTransport(cluster, _logger, time);
+    public IForwarderClusterTransport CreateCluster(ClusterConfig cluster) =>
+        new NativeClusterTransport(cluster, _logger, time, services.GetService<IBackendConnectionMetrics>());
 }

@@ -34,7 +34,7 @@ public sealed partial class ProxyServer
     /// <summary>Binds one endpoint; "localhost" binds 127.0.0.1 and, when possible, ::1 on the same port.</summary>
     private List<IConnectionListener> Bind(ListenOptions endpoint)
     {
-        var first = SocketConnectionListener.Bind(endpoint.EndPoint, _options.Sockets);
+        var first = SocketConnectionListener.Bind(endpoint.EndPoint, _options.Sockets, _metrics);
         _listeners.Add(first);
         var result = new List<IConnectionListener> { first };
         if (endpoint.DisplayHost == "localhost" && Socket.OSSupportsIPv6)
@@ -42,7 +42,7 @@ public sealed partial class ProxyServer
             var port = ((IPEndPoint)first.EndPoint).Port;
             try
             {
-                var v6 = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.IPv6Loopback, port), _options.Sockets);
+                var v6 = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.IPv6Loopback, port), _options.Sockets, _metrics);
                 _listeners.Add(v6);
                 result.Add(v6);
             }
@@ -85,7 +85,7 @@ public sealed partial class ProxyServer
                 }
             }
             tls.ApplicationProtocols = endpoint.AlpnProtocols();
-            pipeline = new TlsConnectionMiddleware(pipeline, tls, _loggerFactory.CreateLogger<TlsConnectionMiddleware>(), _time).OnConnectionAsync;
+            pipeline = new TlsConnectionMiddleware(pipeline, tls, _loggerFactory.CreateLogger<TlsConnectionMiddleware>(), _time, _metrics).OnConnectionAsync;
         }
         return pipeline;
     }
@@ -95,6 +95,7 @@ public sealed partial class ProxyServer
 
     private async Task AcceptLoopAsync(IConnectionListener listener, ConnectionDelegate pipeline)
     {
+        var endpointTags = _metrics is null ? null : ServerMetrics.EndpointTags(listener.EndPoint);
         while (true)
         {
             ConnectionContext? connection;
@@ -110,7 +111,8 @@ public sealed partial class ProxyServer
             {
                 return; // Unbound.
             }
-            var tracked = new ServerConnection(connection);
+            var tracked = new ServerConnection(connection, _metrics, endpointTags);
+            tracked.CountedActive = _metrics?.ConnectionStarted(tracked.EndpointTags) ?? false;
             connection.Features.Set(tracked);
             // Registered before the flow starts, so StopAsync never misses an accepted connection.
             _connections.TryAdd(tracked, 0);
@@ -131,9 +133,11 @@ public sealed partial class ProxyServer
         catch (Exception e) when (e is ConnectionResetException or ConnectionAbortedException or IOException or OperationCanceledException)
         {
             // The peer went away or we aborted: routine.
+            tracked.SetEndReason(e is ConnectionResetException ? "connection_reset" : e.GetType().FullName!);
         }
         catch (Exception e)
         {
+            tracked.SetEndReason(e.GetType().FullName!);
             ServerLog.ConnectionFailed(_logger, connection.ConnectionId, e);
         }
         finally
@@ -147,6 +151,8 @@ public sealed partial class ProxyServer
             {
                 ServerLog.ConnectionFailed(_logger, connection.ConnectionId, e);
             }
+            _metrics?.ConnectionEnded(tracked.EndpointTags, tracked.CountedActive, tracked.StartTimestamp, tracked.ProtocolVersion,
+                connection.Features.Get<Microsoft.AspNetCore.Connections.Features.ITlsHandshakeFeature>()?.Protocol, tracked.EndReason);
             tracked.MarkCompleted();
             tracked.Dispose();
         }

@@ -1,4 +1,5 @@
 using System.Collections.Concurrent;
+using System.Diagnostics.Metrics;
 using Microsoft.AspNetCore.Hosting.Server;
 using Microsoft.AspNetCore.Hosting.Server.Features;
 using Microsoft.Extensions.Configuration;
@@ -25,6 +26,7 @@ public sealed partial class ProxyServer : IServer
     private readonly ILogger _logger;
     private readonly TimeProvider _time;
     private readonly IConnectionProtocolFactory _protocolFactory;
+    private readonly ServerMetrics? _metrics;
     private readonly ServerAddressesFeature _addresses = new();
     private readonly FeatureCollection _features = new();
     private readonly List<(IConnectionListener Listener, ListenOptions Endpoint)> _extraListeners = [];
@@ -35,13 +37,16 @@ public sealed partial class ProxyServer : IServer
     private ConfiguredEndpoints? _configured;
     private int _state; // 0 new, 1 started, 2 stopped
 
-    public ProxyServer(IOptions<ProxyServerOptions> options, ILoggerFactory? loggerFactory = null, TimeProvider? time = null)
-        : this(options.Value, loggerFactory, time, EngineProtocolFactory.Instance)
+    /// <param name="meterFactory">Creates the "Proxy.Server" meter (the host registers one); null: no metrics.</param>
+    public ProxyServer(IOptions<ProxyServerOptions> options, ILoggerFactory? loggerFactory = null, TimeProvider? time = null, IMeterFactory? meterFactory = null)
+        : this(options.Value, loggerFactory, time, EngineProtocolFactory.Instance, meterFactory)
     {
     }
 
-    internal ProxyServer(ProxyServerOptions options, ILoggerFactory? loggerFactory, TimeProvider? time, IConnectionProtocolFactory protocolFactory)
+    internal ProxyServer(ProxyServerOptions options, ILoggerFactory? loggerFactory, TimeProvider? time, IConnectionProtocolFactory protocolFactory,
+        IMeterFactory? meterFactory = null)
     {
+        _metrics = meterFactory is null ? null : new ServerMetrics(meterFactory);
         _options = options;
         _loggerFactory = loggerFactory ?? NullLoggerFactory.Instance;
         _logger = _loggerFactory.CreateLogger("Proxy.Server");

@@ -45,17 +45,34 @@ public class BackendPoolTests
     public async Task AdmissionGate_Full_WaiterQueuedThenAdmittedOnRelease()
     {
         var gate = new AdmissionGate(1, TimeSpan.FromSeconds(30), 10);
-        var queueChanges = new List<int>();
+        var queueChanges = new QueueRecorder();
         Assert.Equal(AdmissionResult.Admitted, await gate.AcquireAsync(null, CancellationToken.None));
 
-        var waiter = gate.AcquireAsync(d => { lock (queueChanges) { queueChanges.Add(d); } }, CancellationToken.None).AsTask();
+        var waiter = gate.AcquireAsync(queueChanges, CancellationToken.None).AsTask();
         Assert.False(waiter.IsCompleted);
         Assert.Equal(1, gate.QueueLength);
         gate.Release();
 
         Assert.Equal(AdmissionResult.Admitted, await waiter.WaitAsync(TimeSpan.FromSeconds(10)));
         Assert.Equal(0, gate.QueueLength);
-        Assert.Equal([1, -1], queueChanges);
+        Assert.Equal([1, -1], queueChanges.Changes);
+    }
+
+    private sealed class QueueRecorder : IAdmissionObserver
+    {
+        public List<int> Changes { get; } = [];
+
+        public long Queued()
+        {
+            lock (Changes) { Changes.Add(1); }
+            return 42;
+        }
+
+        public void Dequeued(long queuedTimestamp)
+        {
+            Assert.Equal(42, queuedTimestamp);
+            lock (Changes) { Changes.Add(-1); }
+        }
     }
 
     [Fact]

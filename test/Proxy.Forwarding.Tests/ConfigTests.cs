@@ -10,14 +10,7 @@ namespace Proxy.Forwarding.Tests;
 
 public class ConfigTests
 {
-    private static List<string> Validate(ProxyConfigDictionary values)
-    {
-        var section = new ConfigurationBuilder().AddInMemoryCollection(values).Build().GetSection("ReverseProxy");
-        var errors = new List<string>();
-        var config = ConfigurationReader.Read(section, errors);
-        ConfigValidator.Validate(config, "ReverseProxy", errors);
-        return errors;
-    }
+    private static List<string> Validate(ProxyConfigDictionary values) => values.ReadAndValidate();
 
     private static ProxyConfigDictionary Valid() =>
         new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", "http://127.0.0.1:5000/");

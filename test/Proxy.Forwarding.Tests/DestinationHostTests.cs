@@ -96,7 +96,7 @@ public class DestinationHostTests
         Assert.Equal(Proxy.Forwarding.BackendPools.DestinationHealth.Healthy, cluster.Destinations.Single().Health);
     }
 
-    private static List<string> Validate(string key, string value) => ConfigCheck.Read(ConfigCheck.Valid().Set(key, value)).Errors;
+    private static List<string> Validate(string key, string value) => ConfigCheck.Valid().Set(key, value).ReadAndValidate();
 
     [Theory]
     [InlineData("Clusters:c1:Destinations:d1:Host", "example.com")]

@@ -13,7 +13,7 @@ public class TransformConfigTests
             values.Set("Routes:r1:Transforms:0:" + key, value);
         }
 
-        return ConfigCheck.Read(values).Errors;
+        return values.ReadAndValidate();
     }
 
     private const string At = "ReverseProxy:Routes:r1:Transforms:0";

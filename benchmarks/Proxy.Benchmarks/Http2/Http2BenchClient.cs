@@ -45,12 +45,13 @@ internal sealed class Http2BenchClient : IAsyncDisposable
     /// <summary>Requests completed (their response ended with END_STREAM) since the start.</summary>
     public long Completed { get; private set; }
 
-    public static async Task<Http2BenchClient> StartAsync(IHttpRequestHandler handler, Http2Options options)
+    /// <param name="metrics">What the connection reports to (the server's metrics), or null as in a host without them.</param>
+    public static async Task<Http2BenchClient> StartAsync(IHttpRequestHandler handler, Http2Options options, IProtocolMetrics? metrics = null)
     {
         // Default pipe options: continuations run on the thread pool, as with a socket transport.
         var clientToServer = new Pipe();
         var serverToClient = new Pipe();
-        var meta = new ConnectionMetadata { ConnectionId = "bench", IsTls = false };
+        var meta = new ConnectionMetadata { ConnectionId = "bench", IsTls = false, Metrics = metrics };
         var connection = new Http2Connection(new DuplexPipe(clientToServer.Reader, serverToClient.Writer), options, handler, meta, TimeProvider.System);
         var process = Task.Run(() => connection.ProcessAsync(CancellationToken.None));
         var client = new Http2BenchClient(serverToClient.Reader, clientToServer.Writer, process);

@@ -41,11 +41,70 @@ public sealed class BenchmarkEndpoints : IAsyncDisposable
 
     public void Map(IEndpointRouteBuilder routes)
     {
-        routes.MapGet("/", () => $"Proxy.Load backend: {ServiceName}, GET /size/{{bytes}}, POST /echo, GET /sse?rate=N.\n");
+        routes.MapGet("/", () => $"Proxy.Load backend: {ServiceName}, GET /size/{{bytes}}, POST /echo, GET /sse?rate=N, GET /stream/{{bytes}}, POST /sink?rate=N.\n");
         routes.MapGrpcService<BenchmarkGrpcService>();
         routes.MapGet("/size/{bytes:int}", (HttpContext context, int bytes) => WriteBodyAsync(context, bytes));
         routes.MapPost("/echo", EchoAsync);
         routes.MapGet("/sse", SseAsync);
+        routes.MapGet("/stream/{bytes:long}", StreamAsync);
+        routes.MapPost("/sink", SinkAsync);
+    }
+
+    /// <summary>GET /stream/{bytes}: any number of bytes (up to terabytes), written 64 KiB at a time as fast as the reader takes them.</summary>
+    private async Task StreamAsync(HttpContext context, long bytes)
+    {
+        var chunk = _bodies.GetOrAdd(64 * 1024, s => Filled(s));
+        var response = context.Response;
+        response.ContentType = "application/octet-stream";
+        response.ContentLength = Math.Max(bytes, 0);
+        var aborted = context.RequestAborted;
+        for (var left = Math.Max(bytes, 0); left > 0; left -= chunk.Length)
+        {
+            await response.Body.WriteAsync(chunk.AsMemory(0, (int)Math.Min(chunk.Length, left)), aborted);
+        }
+    }
+
+    /// <summary>
+    /// POST /sink[?rate=bytes-per-second]: reads the request body no faster than the rate (unlimited without one) and
+    /// answers how many bytes it read. A slow reader for the proxy's upload backpressure.
+    /// </summary>
+    private static async Task SinkAsync(HttpContext context)
+    {
+        var rate = long.TryParse(context.Request.Query["rate"], NumberStyles.None, CultureInfo.InvariantCulture, out var r) && r > 0 ? r : 0;
+        if (context.Features.Get<Microsoft.AspNetCore.Http.Features.IHttpMaxRequestBodySizeFeature>() is { IsReadOnly: false } limit)
+        {
+            limit.MaxRequestBodySize = null; // a sink takes any size (Kestrel's default limit is 30 MB)
+        }
+
+        var reader = context.Request.BodyReader;
+        var aborted = context.RequestAborted;
+        var started = System.Diagnostics.Stopwatch.GetTimestamp();
+        long total = 0;
+        while (true)
+        {
+            var result = await reader.ReadAsync(aborted);
+            // At most 16 KiB per turn, so the rate holds even when the proxy sends large chunks.
+            var take = result.Buffer.Slice(0, Math.Min(result.Buffer.Length, 16 * 1024));
+            total += take.Length;
+            reader.AdvanceTo(take.End);
+            if (result.IsCompleted && take.Length == result.Buffer.Length)
+            {
+                break;
+            }
+
+            if (rate > 0)
+            {
+                // Ahead of the rate: wait until the bytes read so far are due.
+                var due = TimeSpan.FromSeconds((double)total / rate) - System.Diagnostics.Stopwatch.GetElapsedTime(started);
+                if (due > TimeSpan.Zero)
+                {
+                    await Task.Delay(due, aborted);
+                }
+            }
+        }
+
+        context.Response.ContentType = "text/plain";
+        await context.Response.WriteAsync(total.ToString(CultureInfo.InvariantCulture) + "\n", aborted);
     }
 
     private Task WriteBodyAsync(HttpContext context, int bytes)

@@ -8,6 +8,16 @@ internal enum AdmissionResult
     TimedOut,
 }
 
+/// <summary>What the gate reports about requests that had to wait (the destination's queue metrics).</summary>
+internal interface IAdmissionObserver
+{
+    /// <summary>A request joined the queue; returns a timestamp handed back to <see cref="Dequeued"/>.</summary>
+    long Queued();
+
+    /// <summary>The request left the queue (admitted, timed out or cancelled).</summary>
+    void Dequeued(long queuedTimestamp);
+}
+
 /// <summary>
 /// Bounded admission to one destination: at most N requests in flight, at most M waiting, and a
 /// wait that ends in a clear 503 rather than a silent hang (mod_proxy's lesson: a pool that does
@@ -40,7 +50,7 @@ internal sealed class AdmissionGate
     /// Waits for a slot. Throws <see cref="OperationCanceledException"/> when the client goes away.
     /// When this returns <see cref="AdmissionResult.Admitted"/> the caller must call <see cref="Release"/>.
     /// </summary>
-    public async ValueTask<AdmissionResult> AcquireAsync(Action<int>? queueChanged, CancellationToken cancellationToken)
+    public async ValueTask<AdmissionResult> AcquireAsync(IAdmissionObserver? observer, CancellationToken cancellationToken)
     {
         if (_slots is null)
         {
@@ -58,7 +68,7 @@ internal sealed class AdmissionGate
             return AdmissionResult.QueueFull;
         }
 
-        queueChanged?.Invoke(1);
+        var queuedAt = observer?.Queued() ?? 0;
         try
         {
             return await _slots.WaitAsync(QueueTimeout, cancellationToken).ConfigureAwait(false)
@@ -68,7 +78,7 @@ internal sealed class AdmissionGate
         finally
         {
             Interlocked.Decrement(ref _queued);
-            queueChanged?.Invoke(-1);
+            observer?.Dequeued(queuedAt);
         }
     }
 

@@ -20,7 +20,7 @@ internal static class BackendPoolFactory
     public const int DefaultMaxQueueLength = 1024;
 
     public static ClusterState Build(ClusterConfig config, IReadOnlyDictionary<string, ILoadBalancingPolicy> policies, TimeProvider? time = null,
-        IForwarderTransport? nativeTransport = null)
+        IForwarderTransport? nativeTransport = null, Microsoft.AspNetCore.DataProtection.IDataProtectionProvider? dataProtection = null)
     {
         var client = config.HttpClient ?? new HttpClientConfig();
         var destinations = (config.Destinations ?? new Dictionary<string, DestinationConfig>())
@@ -44,6 +44,7 @@ internal static class BackendPoolFactory
             PanicWhenNoneAvailable = string.Equals(config.HealthCheck?.AvailableDestinationsPolicy,
                 AvailableDestinationsPolicies.HealthyOrPanic, StringComparison.OrdinalIgnoreCase),
             NativeTransport = UsesNative(config, nativeTransport) ? nativeTransport!.CreateCluster(config) : null,
+            Affinity = SessionAffinity.SessionAffinityState.Create(config, destinations, dataProtection),
         };
     }
 

@@ -40,6 +40,9 @@ public sealed class ClusterState
     /// <summary>The native transport of this cluster (our own client connections), or null for HttpClient.</summary>
     internal IForwarderClusterTransport? NativeTransport { get; init; }
 
+    /// <summary>The cluster's session affinity, or null.</summary>
+    internal SessionAffinity.SessionAffinityState? Affinity { get; init; }
+
     /// <summary>Whether the cluster's AvailableDestinationsPolicy is HealthyOrPanic.</summary>
     internal bool PanicWhenNoneAvailable { get; init; }
 

@@ -66,6 +66,9 @@ public sealed class DestinationState
 
     internal AdmissionGate Gate { get; }
 
+    /// <summary>The destination's instruments, made on its first request (a benign race may make two; either is right).</summary>
+    internal Telemetry.DestinationMetrics? Metrics { get; set; }
+
     internal void RequestStarted() => Interlocked.Increment(ref _concurrentRequests);
 
     internal void RequestEnded() => Interlocked.Decrement(ref _concurrentRequests);

@@ -28,6 +28,9 @@ public sealed record ClusterConfig
     /// <summary>Active probes, passive failure-rate checks and the availability rule.</summary>
     public HealthCheckConfig? HealthCheck { get; init; }
 
+    /// <summary>Keeps a client's requests on the destination that served its first one.</summary>
+    public SessionAffinityConfig? SessionAffinity { get; init; }
+
     /// <summary>Free-form data for extensions.</summary>
     public IReadOnlyDictionary<string, string>? Metadata { get; init; }
 }

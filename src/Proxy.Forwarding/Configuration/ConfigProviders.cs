@@ -1,5 +1,8 @@
 using Microsoft.Extensions.Configuration;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
 using Microsoft.Extensions.Primitives;
+using Proxy.Forwarding.Telemetry;
 
 namespace Proxy.Forwarding.Configuration;
 
@@ -25,11 +28,21 @@ public interface IProxyConfigProvider
 /// Reads YARP's JSON schema from an <see cref="IConfiguration"/> section; reloads with it. With the
 /// configuration root the section came from, messages also name the file (or other source) of each key.
 /// </summary>
-internal sealed class ConfigurationConfigProvider(IConfiguration section, IConfigurationRoot? root = null) : IProxyConfigProvider
+internal sealed class ConfigurationConfigProvider(IConfiguration section, IConfigurationRoot? root = null, ILogger? logger = null) : IProxyConfigProvider
 {
     public string Name { get; } = section is IConfigurationSection s ? s.Path : "ReverseProxy";
 
-    public ProxyConfig GetConfig(List<string> errors) => ConfigurationReader.Read(section, errors);
+    public ProxyConfig GetConfig(List<string> errors)
+    {
+        var warnings = new List<string>();
+        var config = ConfigurationReader.Read(section, errors, warnings);
+        foreach (var warning in warnings)
+        {
+            Log.ConfigKeyIgnored(logger ?? NullLogger.Instance, DescribeSource(warning));
+        }
+
+        return config;
+    }
 
     /// <summary>Adds where the message's key came from ("(in /etc/proxy/proxy.json)") when that is known.</summary>
     public string DescribeSource(string message) =>

@@ -9,7 +9,7 @@ namespace Proxy.Forwarding.Configuration;
 /// Checks a whole snapshot before it is used. Every message starts with the offending key in
 /// configuration syntax (<c>ReverseProxy:Routes:r1:ClusterId: cluster 'x' does not exist</c>).
 /// </summary>
-internal static class ConfigValidator
+internal static partial class ConfigValidator
 {
     private static readonly HashSet<string> KnownPolicies = new(StringComparer.OrdinalIgnoreCase)
     {
@@ -135,6 +135,16 @@ internal static class ConfigValidator
         }
 
         CheckPositive(route.Timeout, $"{path}:Timeout", errors);
+        if (route.Timeout is not null && route.TimeoutPolicy is not null)
+        {
+            errors.Add($"{path}:TimeoutPolicy: cannot be combined with Timeout; set one of them.");
+        }
+
+        if (route.MaxRequestBodySize < -1)
+        {
+            errors.Add($"{path}:MaxRequestBodySize: must be a number of bytes, or -1 for no limit.");
+        }
+
         if (route.ActivityTimeout < TimeSpan.Zero)
         {
             errors.Add($"{path}:ActivityTimeout: must not be negative.");
@@ -216,6 +226,7 @@ internal static class ConfigValidator
         }
 
         ValidateHealth(cluster, path, errors);
+        ValidateSessionAffinity(cluster.SessionAffinity, $"{path}:SessionAffinity", errors);
 
         if (cluster.HttpRequest is { } request)
         {

@@ -8,10 +8,12 @@ namespace Proxy.Forwarding.Configuration;
 /// so that every malformed value is reported with its full key (<c>ReverseProxy:Routes:r1:Timeout</c>)
 /// instead of an exception from deep inside the binder.
 /// </summary>
-internal static class ConfigurationReader
+internal static partial class ConfigurationReader
 {
-    public static ProxyConfig Read(IConfiguration section, List<string> errors)
+    /// <param name="warnings">Receives the keys that are ignored (as YARP ignores them); null = not reported.</param>
+    public static ProxyConfig Read(IConfiguration section, List<string> errors, List<string>? warnings = null)
     {
+        ConfigKeyChecker.Check(section, errors, warnings);
         var routes = new List<RouteConfig>();
         foreach (var child in section.GetSection("Routes").GetChildren())
         {
@@ -37,6 +39,12 @@ internal static class ConfigurationReader
             Order = Int(s, "Order", errors),
             Timeout = Time(s, "Timeout", errors),
             ActivityTimeout = Time(s, "ActivityTimeout", errors),
+            AuthorizationPolicy = s["AuthorizationPolicy"],
+            CorsPolicy = s["CorsPolicy"],
+            RateLimiterPolicy = s["RateLimiterPolicy"],
+            OutputCachePolicy = s["OutputCachePolicy"],
+            TimeoutPolicy = s["TimeoutPolicy"],
+            MaxRequestBodySize = Long(s, "MaxRequestBodySize", errors),
             Metadata = Dictionary(s.GetSection("Metadata")),
             Transforms = s.GetSection("Transforms").GetChildren()
                 .Select(t => (IReadOnlyDictionary<string, string>)Dictionary(t)!)
@@ -120,6 +128,7 @@ internal static class ConfigurationReader
                 VersionPolicy = request["VersionPolicy"],
                 AllowResponseBuffering = Bool(request, "AllowResponseBuffering", errors),
             },
+            SessionAffinity = ReadSessionAffinity(s.GetSection("SessionAffinity"), errors),
             HealthCheck = !health.Exists() ? null : new HealthCheckConfig
             {
                 AvailableDestinationsPolicy = health["AvailableDestinationsPolicy"],
@@ -222,7 +231,12 @@ internal static class ConfigurationReader
         return null;
     }
 
-    private static int? Int(IConfigurationSection s, string key, List<string> errors)
+    private static int? Int(IConfigurationSection s, string key, List<string> errors) => Integer<int>(s, key, errors);
+
+    private static long? Long(IConfigurationSection s, string key, List<string> errors) => Integer<long>(s, key, errors);
+
+    private static T? Integer<T>(IConfigurationSection s, string key, List<string> errors)
+        where T : struct, System.Numerics.IBinaryInteger<T>
     {
         var text = s[key];
         if (text is null)
@@ -230,7 +244,7 @@ internal static class ConfigurationReader
             return null;
         }
 
-        if (int.TryParse(text, NumberStyles.Integer, CultureInfo.InvariantCulture, out var value))
+        if (T.TryParse(text, NumberStyles.Integer, CultureInfo.InvariantCulture, out var value))
         {
             return value;
         }

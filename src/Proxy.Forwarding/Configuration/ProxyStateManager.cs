@@ -36,10 +36,15 @@ internal sealed class ProxyStateManager : IDisposable
     private IDisposable? _subscription;
     private TaskCompletionSource _reloadAttempt = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private readonly IForwarderTransport? _nativeTransport;
+    private readonly RoutePolicyValidator? _routePolicies;
+    private readonly Microsoft.AspNetCore.DataProtection.IDataProtectionProvider? _dataProtection;
 
     public ProxyStateManager(IEnumerable<ILoadBalancingPolicy> policies, ILogger<ProxyStateManager> logger, IProxyConfigProvider? provider = null, TimeProvider? time = null,
-        IEnumerable<IForwarderTransport>? transports = null)
+        IEnumerable<IForwarderTransport>? transports = null, RoutePolicyValidator? routePolicies = null,
+        Microsoft.AspNetCore.DataProtection.IDataProtectionProvider? dataProtection = null)
     {
+        _dataProtection = dataProtection;
+        _routePolicies = routePolicies;
         _nativeTransport = transports?.LastOrDefault();
         _time = time ?? TimeProvider.System;
         _provider = provider;
@@ -114,6 +119,7 @@ internal sealed class ProxyStateManager : IDisposable
         var errors = new List<string>();
         var config = _provider!.GetConfig(errors);
         ConfigValidator.Validate(config, _provider.Name, errors, _policies.Keys.ToList(), _nativeTransport is not null);
+        _routePolicies?.Validate(config, _provider.Name, errors);
         if (errors.Count > 0)
         {
             throw new ProxyConfigException(_provider is ConfigurationConfigProvider c ? errors.ConvertAll(c.DescribeSource) : errors);
@@ -139,7 +145,7 @@ internal sealed class ProxyStateManager : IDisposable
 
             // NOTE: a replaced cluster's handler is not disposed: requests in flight still use it.
             // Its idle connections close after PooledConnectionIdleTimeout.
-            clusters[cluster.ClusterId] = BackendPoolFactory.Build(cluster, _policies, _time, _nativeTransport);
+            clusters[cluster.ClusterId] = BackendPoolFactory.Build(cluster, _policies, _time, _nativeTransport, _dataProtection);
             if (BackendPoolFactory.FallsBackToHttpClient(cluster, _nativeTransport))
             {
                 Log.ClusterUsesHttpClient(_logger, cluster.ClusterId, string.Join(", ", BackendPoolFactory.KeysOnlyHttpClientHonours(cluster)));

@@ -20,12 +20,42 @@ public sealed record RouteConfig
 
     /// <summary>
     /// Total time allowed for the whole exchange (headers and body). Null = no deadline, which is
-    /// what long-lived SSE and gRPC streams need.
+    /// what long-lived SSE and gRPC streams need. The forwarder enforces it itself; it is also put on the endpoint as
+    /// request timeout metadata, so ASP.NET Core's request timeouts middleware (UseRequestTimeouts) applies it too.
     /// </summary>
     public TimeSpan? Timeout { get; init; }
 
     /// <summary>Overrides the cluster's <see cref="HttpRequestConfig.ActivityTimeout"/> for this route.</summary>
     public TimeSpan? ActivityTimeout { get; init; }
+
+    /// <summary>
+    /// An authorization policy the app registered (AddAuthorization), <c>default</c> for the default policy, or
+    /// <c>anonymous</c> to allow anonymous access even under a fallback policy. Null = the app's fallback, if any.
+    /// </summary>
+    public string? AuthorizationPolicy { get; init; }
+
+    /// <summary>A CORS policy the app registered (AddCors), <c>default</c> for its default policy, or <c>disable</c>.</summary>
+    public string? CorsPolicy { get; init; }
+
+    /// <summary>
+    /// A rate limiter policy the app registered (AddRateLimiter), <c>default</c> (only the app's global limiter, as with
+    /// no value), or <c>disable</c> (not even the global limiter).
+    /// </summary>
+    public string? RateLimiterPolicy { get; init; }
+
+    /// <summary>An output cache policy the app registered (AddOutputCache).</summary>
+    public string? OutputCachePolicy { get; init; }
+
+    /// <summary>
+    /// A request timeout policy the app registered (AddRequestTimeouts), or <c>disable</c>. Cannot be combined with
+    /// <see cref="Timeout"/>.
+    /// </summary>
+    public string? TimeoutPolicy { get; init; }
+
+    /// <summary>
+    /// The largest request body accepted on this route, in bytes, in place of the server's limit; -1 = no limit.
+    /// </summary>
+    public long? MaxRequestBodySize { get; init; }
 
     /// <summary>Transforms in YARP's shape: each one a small string dictionary (<c>{ "PathPrefix": "/api" }</c>).</summary>
     public IReadOnlyList<IReadOnlyDictionary<string, string>>? Transforms { get; init; }

@@ -12,6 +12,17 @@ namespace Proxy.Forwarding.Forwarder;
 // Owned by one forwarded request.
 public sealed class ForwarderRequestHead
 {
+    public ForwarderRequestHead()
+    {
+        Headers = new();
+    }
+
+    /// <summary>A head whose field list starts with room for <paramref name="fieldCapacity"/> fields (no regrowth as transforms add theirs).</summary>
+    public ForwarderRequestHead(int fieldCapacity)
+    {
+        Headers = new(fieldCapacity);
+    }
+
     /// <summary>The method token.</summary>
     public string Method { get; set; } = "GET";
 
@@ -22,7 +33,7 @@ public sealed class ForwarderRequestHead
     public string PathAndQuery { get; set; } = "/";
 
     /// <summary>Header fields in order (names as the client sent them; the transport lowercases for HTTP/2).</summary>
-    public List<KeyValuePair<string, string>> Headers { get; } = new();
+    public List<KeyValuePair<string, string>> Headers { get; }
 
     /// <summary>True when a request body follows.</summary>
     public bool HasBody { get; set; }

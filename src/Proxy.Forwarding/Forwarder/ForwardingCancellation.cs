@@ -15,6 +15,7 @@ namespace Proxy.Forwarding.Forwarder;
 internal sealed class ForwardingCancellation : IDisposable
 {
     private readonly CancellationToken _clientAborted;
+    private readonly CancellationToken _requestTimeout;
     private readonly CancellationTokenSource? _activity;
     private readonly CancellationTokenSource? _deadline;
     private readonly CancellationTokenSource? _linked;
@@ -28,9 +29,15 @@ internal sealed class ForwardingCancellation : IDisposable
     /// <param name="deadline">Deadline of the whole exchange, if any.</param>
     /// <param name="deadlineFromClient">The deadline is the client's own (a gRPC call's <c>grpc-timeout</c>), not the route's.</param>
     /// <param name="time">The clock of both timers.</param>
-    public ForwardingCancellation(CancellationToken clientAborted, TimeSpan activityTimeout, TimeSpan? deadline, bool deadlineFromClient, TimeProvider time)
+    /// <param name="requestTimeout">
+    /// The request timeouts middleware's own token (<see cref="RequestTimeoutOf"/>): that middleware cancels RequestAborted
+    /// when the route's timeout policy expires, which is a timeout, not a client that left.
+    /// </param>
+    public ForwardingCancellation(CancellationToken clientAborted, TimeSpan activityTimeout, TimeSpan? deadline, bool deadlineFromClient, TimeProvider time,
+        CancellationToken requestTimeout = default)
     {
         _clientAborted = clientAborted;
+        _requestTimeout = requestTimeout;
         _deadlineFromClient = deadline is not null && deadlineFromClient;
         _activityTimeout = activityTimeout;
         _activity = IsFinite(activityTimeout) ? new CancellationTokenSource(System.Threading.Timeout.InfiniteTimeSpan, time) : null;
@@ -48,14 +55,18 @@ internal sealed class ForwardingCancellation : IDisposable
     /// <summary>Read it after <see cref="EndOnShutdown"/>: a token read before does not see the shutdown.</summary>
     public CancellationToken Token => _stoppingLinked?.Token ?? _linked?.Token ?? _clientAborted;
 
-    public bool ClientAborted => _clientAborted.IsCancellationRequested;
+    public bool ClientAborted => _clientAborted.IsCancellationRequested && !_requestTimeout.IsCancellationRequested;
 
     public bool DeadlineExpired => _deadline?.IsCancellationRequested == true;
 
     /// <summary>The deadline that expired was the client's own: its call ran out of time, the proxy set no limit of its own.</summary>
     public bool ClientDeadlineExpired => _deadlineFromClient && DeadlineExpired;
 
-    public bool TimedOut => !ClientAborted && (DeadlineExpired || _activity?.IsCancellationRequested == true);
+    public bool TimedOut => !ClientAborted && (DeadlineExpired || _activity?.IsCancellationRequested == true || _requestTimeout.IsCancellationRequested);
+
+    /// <summary>The token of ASP.NET Core's request timeouts middleware when it runs for this request (UseRequestTimeouts), else none.</summary>
+    public static CancellationToken RequestTimeoutOf(Microsoft.AspNetCore.Http.HttpContext context) =>
+        context.Features.Get<Microsoft.AspNetCore.Http.Timeouts.IHttpRequestTimeoutFeature>()?.RequestTimeoutToken ?? default;
 
     /// <summary>The host is stopping and <see cref="EndOnShutdown"/> asked for that to end the exchange (nothing else did).</summary>
     public bool ShuttingDown => _stopping.IsCancellationRequested && !ClientAborted && !TimedOut;

@@ -102,28 +102,45 @@ internal static class HeaderRules
     {
         var headers = context.Request.Headers;
         var listed = ConnectionListed(headers.Connection);
-        foreach (var (name, values) in headers)
+        // NOTE: our server's HeaderDictionary is walked with its struct enumerator (the interface boxes one per request).
+        if (headers is HeaderDictionary dictionary)
         {
-            if (IsHopByHop(name) || listed?.Contains(name) == true || allowed?.Contains(name) == false
-                || (ContentHeaders.Contains(name) && (!head.HasBody || name.Equals("Content-Length", StringComparison.OrdinalIgnoreCase))))
+            foreach (var (name, values) in dictionary)
             {
-                continue;
+                CopyRequestField(head, name, values, listed, allowed);
             }
-
-            // One field per name, values joined as HttpClient joins them ("a, b"; cookies with "; ", RFC 9113 §8.2.3).
-            if (values.Count == 1)
+        }
+        else
+        {
+            foreach (var (name, values) in headers)
             {
-                head.Headers.Add(new(name, values[0] ?? ""));
-            }
-            else if (values.Count > 1)
-            {
-                head.Headers.Add(new(name, string.Join(name.Equals("Cookie", StringComparison.OrdinalIgnoreCase) ? "; " : ", ", values.ToArray())));
+                CopyRequestField(head, name, values, listed, allowed);
             }
         }
 
         if (allowed?.Contains("TE") != false && headers.TryGetValue("TE", out var te) && listed?.Contains("TE") != true && ListsTrailers(te))
         {
             head.Headers.Add(new("te", "trailers"));
+        }
+    }
+
+    private static void CopyRequestField(ForwarderRequestHead head, string name, StringValues values, HashSet<string>? listed,
+        IReadOnlySet<string>? allowed)
+    {
+        if (IsHopByHop(name) || listed?.Contains(name) == true || allowed?.Contains(name) == false
+            || (ContentHeaders.Contains(name) && (!head.HasBody || name.Equals("Content-Length", StringComparison.OrdinalIgnoreCase))))
+        {
+            return;
+        }
+
+        // One field per name, values joined as HttpClient joins them ("a, b"; cookies with "; ", RFC 9113 §8.2.3).
+        if (values.Count == 1)
+        {
+            head.Headers.Add(new(name, values[0] ?? ""));
+        }
+        else if (values.Count > 1)
+        {
+            head.Headers.Add(new(name, string.Join(name.Equals("Cookie", StringComparison.OrdinalIgnoreCase) ? "; " : ", ", values.ToArray())));
         }
     }
 
@@ -152,11 +169,11 @@ internal static class HeaderRules
         IReadOnlySet<string>? allowed = null)
     {
         HashSet<string>? listed = null;
-        foreach (var (name, value) in fields)
+        for (var i = 0; i < fields.Count; i++) // indexed: foreach over the interface boxes the list's enumerator
         {
-            if (name.Equals("connection", StringComparison.OrdinalIgnoreCase))
+            if (fields[i].Key.Equals("connection", StringComparison.OrdinalIgnoreCase))
             {
-                listed ??= ConnectionListed(value);
+                listed ??= ConnectionListed(fields[i].Value);
             }
         }
 

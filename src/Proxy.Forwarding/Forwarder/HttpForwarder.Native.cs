@@ -28,6 +28,7 @@ internal sealed partial class HttpForwarder
         var start = Stopwatch.GetTimestamp();
         var proxy = context.Features.Get<IReverseProxyFeature>();
         metrics.RequestStarted(proxy?.ClusterId);
+        var activity = ForwardingTracing.Start(context, proxy);
         var error = ForwarderError.Request;
         try
         {
@@ -38,6 +39,10 @@ internal sealed partial class HttpForwarder
         finally
         {
             metrics.RequestEnded(proxy?.RouteId, proxy?.ClusterId, context.Response.StatusCode, error, start);
+            if (activity is not null)
+            {
+                ForwardingTracing.Stop(activity, context.Response.StatusCode, error);
+            }
         }
     }
 
@@ -54,7 +59,8 @@ internal sealed partial class HttpForwarder
         // Step 2: the request head from the decoded fields, transforms applied. A derived transformer only knows
         // HttpRequestMessage: that request goes through HttpClient.
         var destination = NativeDestination.For(destinationPrefix);
-        var head = new ForwarderRequestHead
+        // Room for the client's fields and the default X-Forwarded-For/Proto/Host/Prefix.
+        var head = new ForwarderRequestHead(context.Request.Headers.Count + 4)
         {
             Method = context.Request.Method,
             Authority = destination.Authority,
@@ -71,8 +77,13 @@ internal sealed partial class HttpForwarder
         }
 
         TakeHostField(head);
+        if (ForwardingTracing.Current is { } span)
+        {
+            ForwardingTracing.Inject(span, head); // after the transforms: the proxy's span is the backend's parent
+        }
         var activityTimeout = config.ActivityTimeout ?? (isGrpc ? Timeout.InfiniteTimeSpan : DefaultActivityTimeout);
-        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline, deadlineFromClient, time);
+        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline, deadlineFromClient, time,
+            ForwardingCancellation.RequestTimeoutOf(context));
 
         // Step 2b: a small body of declared length is received whole before anything goes to the backend. A body that
         // disagrees with its content-length makes the request malformed (RFC 9113 §8.1.1), and a malformed request is
@@ -144,6 +155,8 @@ internal sealed partial class HttpForwarder
                 {
                     cancellation.EndOnShutdown(_stopping); // see the NOTE on the class
                 }
+
+                using var sse = metrics.SseStream(eventStream, context.Features.Get<IReverseProxyFeature>());
 
                 // Step 7: headers now, before any body byte (YARP #2520), except for a gRPC trailers-only response (one
                 // HEADERS frame with END_STREAM), a body of known length, or a body whose bytes are already here: then

@@ -39,6 +39,7 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         var start = Stopwatch.GetTimestamp();
         var proxy = context.Features.Get<IReverseProxyFeature>();
         metrics.RequestStarted(proxy?.ClusterId);
+        var activity = ForwardingTracing.Start(context, proxy);
         var error = ForwarderError.Request;
         try
         {
@@ -49,6 +50,10 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         finally
         {
             metrics.RequestEnded(proxy?.RouteId, proxy?.ClusterId, context.Response.StatusCode, error, start);
+            if (activity is not null)
+            {
+                ForwardingTracing.Stop(activity, context.Response.StatusCode, error);
+            }
         }
     }
 
@@ -65,7 +70,8 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         }
 
         var activityTimeout = config.ActivityTimeout ?? (isGrpc ? Timeout.InfiniteTimeSpan : DefaultActivityTimeout);
-        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline, deadlineFromClient, time);
+        using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline, deadlineFromClient, time,
+            ForwardingCancellation.RequestTimeoutOf(context));
         using var requestBodyCancellation = CancellationTokenSource.CreateLinkedTokenSource(cancellation.Token);
 
         // Step 2: build the backend request from validated pieces; the body is streamed, never buffered.
@@ -92,6 +98,10 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
 
         // Step 3: transforms set the URI and copy the headers (minus hop-by-hop ones).
         await transformer.TransformRequestAsync(context, proxyRequest, destinationPrefix, cancellation.Token).ConfigureAwait(false);
+        if (ForwardingTracing.Current is { } span)
+        {
+            ForwardingTracing.Inject(span, proxyRequest); // after the transforms: the proxy's span is the backend's parent
+        }
 
         // Step 4: send, and wait only for the response headers (HttpMessageInvoker never buffers).
         HttpResponseMessage response;
@@ -128,6 +138,8 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
             {
                 cancellation.EndOnShutdown(_stopping);
             }
+
+            using var sse = metrics.SseStream(eventStream, context.Features.Get<IReverseProxyFeature>());
 
             // Step 6: send the headers NOW, before reading any body. NOTE: a gRPC bidi call whose
             // server sends headers first and then waits for the client must see those headers, or
@@ -343,11 +355,25 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
             }
             else
             {
-                response.StatusCode = StatusFor(error);
+                response.StatusCode = BodyTooLarge(exception) ? StatusCodes.Status413PayloadTooLarge : StatusFor(error);
             }
         }
 
         Log.Outcome(logger, error, context, exception, cancellation?.ClientDeadlineExpired == true);
+    }
+
+    /// <summary>The server refused the request body as larger than its limit (MaxRequestBodySize): the client's fault, told as 413.</summary>
+    private static bool BodyTooLarge(Exception? exception)
+    {
+        for (var e = exception; e is not null; e = e.InnerException)
+        {
+            if (e is BadHttpRequestException { StatusCode: StatusCodes.Status413PayloadTooLarge })
+            {
+                return true;
+            }
+        }
+
+        return false;
     }
 
     internal static int StatusFor(ForwarderError error) => error switch

@@ -72,6 +72,7 @@ internal sealed class ProxyEndpointDataSource : EndpointDataSource, IEndpointCon
             DisplayName = route.RouteId,
         };
         builder.Metadata.Add(route);
+        var acceptCorsPreflight = RoutePolicyMetadata.Add(route.Config, builder.Metadata);
         if (match.Hosts is { Count: > 0 } hosts)
         {
             builder.Metadata.Add(new HostAttribute(hosts.ToArray()));
@@ -79,7 +80,7 @@ internal sealed class ProxyEndpointDataSource : EndpointDataSource, IEndpointCon
 
         if (match.Methods is { Count: > 0 } methods)
         {
-            builder.Metadata.Add(new HttpMethodMetadata(methods));
+            builder.Metadata.Add(new HttpMethodMetadata(methods, acceptCorsPreflight));
         }
 
         if (match.Headers is { Count: > 0 } || match.QueryParameters is { Count: > 0 })

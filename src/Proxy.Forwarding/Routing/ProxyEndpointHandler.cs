@@ -1,11 +1,13 @@
 using System.Diagnostics;
 using System.Globalization;
 using Microsoft.AspNetCore.Http;
+using Microsoft.AspNetCore.Http.Features;
 using Microsoft.Extensions.Logging;
 using Proxy.Forwarding.BackendPools;
 using Proxy.Forwarding.Configuration;
 using Proxy.Forwarding.Forwarder;
 using Proxy.Forwarding.Health;
+using Proxy.Forwarding.SessionAffinity;
 using Proxy.Forwarding.Telemetry;
 
 namespace Proxy.Forwarding.Routing;
@@ -26,6 +28,12 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         var clusterId = route.Config.ClusterId!;
         var feature = new ReverseProxyFeature(route.RouteId, clusterId);
         context.Features.Set<IReverseProxyFeature>(feature);
+        if (route.Config.MaxRequestBodySize is { } bodyLimit && !ApplyBodyLimit(context, bodyLimit))
+        {
+            await RefuseAsync(context, feature, ForwarderError.RequestBodyClient,
+                $"The request body is larger than route '{route.RouteId}' accepts ({bodyLimit.ToString(CultureInfo.InvariantCulture)} bytes).", StatusCodes.Status413PayloadTooLarge);
+            return;
+        }
 
         // The cluster is looked up per request, so a reloaded cluster serves unchanged routes at once.
         if (!manager.Current.Clusters.TryGetValue(clusterId, out var cluster))
@@ -35,7 +43,25 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         }
 
         var available = cluster.AvailableDestinations();
-        var destination = available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(context, cluster, available);
+        // Session affinity first: a request whose key names an available destination goes there, load balancing aside.
+        var (affinity, destination) = cluster.Affinity?.Find(context, available) ?? (AffinityOutcome.NoKey, null);
+        if (affinity == AffinityOutcome.Failed)
+        {
+            Log.AffinityFailed(logger, clusterId, cluster.Affinity!.Return503OnFailure ? SessionAffinityFailurePolicies.Return503Error : SessionAffinityFailurePolicies.Redistribute);
+            if (cluster.Affinity.Return503OnFailure)
+            {
+                await RefuseAsync(context, feature, ForwarderError.NoAvailableDestinations,
+                    $"The session affinity key names no available destination of cluster '{clusterId}' (FailurePolicy {SessionAffinityFailurePolicies.Return503Error}).");
+                return;
+            }
+        }
+
+        destination ??= available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(context, cluster, available);
+        if (destination is not null && affinity != AffinityOutcome.Found)
+        {
+            cluster.Affinity?.Affinitize(context, destination);
+        }
+
         if (destination is null)
         {
             var reason = cluster.Destinations.Count == 0 || available.Count != 0
@@ -47,13 +73,12 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
 
         feature.DestinationId = destination.DestinationId;
         feature.DestinationHost = destination.Config.Host;
+        var destinationMetrics = destination.Metrics ??= metrics.ForDestination(clusterId, destination.DestinationId);
         var gate = destination.Gate;
         AdmissionResult admission;
         try
         {
-            admission = await gate.AcquireAsync(
-                gate.IsBounded ? delta => metrics.QueueChanged(clusterId, destination.DestinationId, delta) : null,
-                context.RequestAborted);
+            admission = await gate.AcquireAsync(destinationMetrics, context.RequestAborted);
         }
         catch (OperationCanceledException) when (context.RequestAborted.IsCancellationRequested)
         {
@@ -70,6 +95,7 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         }
 
         destination.RequestStarted();
+        var counted = destinationMetrics.RequestStarted();
         try
         {
             var config = cluster.RequestConfig with
@@ -87,15 +113,43 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
             // otherwise sit healthy destinations out).
             var clientDeadline = context.Features.Get<IForwarderErrorFeature>() is ForwarderErrorFeature { ClientDeadlineExpired: true };
             passiveHealth.RequestCompleted(cluster, destination, error, clientDeadline);
+            // The request timeouts middleware (a route's TimeoutPolicy or Timeout under UseRequestTimeouts) answers with its
+            // policy's status and body only when the endpoint throws; the forwarder's plain 504 stands for gRPC, whose
+            // clients need the status in trailers.
+            if (error == ForwarderError.RequestTimedOut && !context.Response.HasStarted && !GrpcProtocol.IsGrpc(context.Request.ContentType)
+                && ForwardingCancellation.RequestTimeoutOf(context) is { IsCancellationRequested: true } timedOut)
+            {
+                throw new OperationCanceledException("The route's request timeout expired.", timedOut);
+            }
         }
         finally
         {
             destination.RequestEnded();
+            if (counted)
+            {
+                destinationMetrics.RequestEnded();
+            }
             gate.Release();
         }
     }
 
-    private async Task RefuseAsync(HttpContext context, ReverseProxyFeature feature, ForwarderError error, string reason)
+    /// <summary>
+    /// Sets the route's MaxRequestBodySize on the server's per-request limit (-1 = none). False when the request declares a
+    /// longer body: it is refused before a destination is chosen, so no backend sees any of it.
+    /// </summary>
+    private static bool ApplyBodyLimit(HttpContext context, long limit)
+    {
+        // Read-only once something read the body; the server's own limit then already applied.
+        if (context.Features.Get<IHttpMaxRequestBodySizeFeature>() is { IsReadOnly: false } size)
+        {
+            size.MaxRequestBodySize = limit < 0 ? null : limit;
+        }
+
+        return limit < 0 || !(context.Request.ContentLength > limit);
+    }
+
+    private async Task RefuseAsync(HttpContext context, ReverseProxyFeature feature, ForwarderError error, string reason,
+        int status = StatusCodes.Status503ServiceUnavailable)
     {
         var start = Stopwatch.GetTimestamp();
         metrics.RequestStarted(feature.ClusterId);
@@ -108,7 +162,7 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         else
         {
             // An explicit reason beats a bare 503: the operator sees which pool is too small.
-            response.StatusCode = StatusCodes.Status503ServiceUnavailable;
+            response.StatusCode = status;
             response.ContentType = "text/plain; charset=utf-8";
             try
             {

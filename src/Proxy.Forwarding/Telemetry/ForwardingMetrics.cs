@@ -5,11 +5,12 @@ using Proxy.Forwarding.Forwarder;
 namespace Proxy.Forwarding.Telemetry;
 
 /// <summary>
-/// The "Proxy.Forwarding" meter: requests, active requests, duration, errors by kind and admission
-/// queue length, visible to dotnet-counters and OpenTelemetry.
+/// The "Proxy.Forwarding" meter: requests, active requests (per cluster and per destination), duration, errors by kind,
+/// the admission queue (length, time waited), open native backend connections and relayed event streams, visible to
+/// dotnet-counters and OpenTelemetry.
 /// </summary>
 // Shared by all requests: instruments are thread-safe.
-internal sealed class ForwardingMetrics
+internal sealed class ForwardingMetrics : IBackendConnectionMetrics
 {
     public const string MeterName = "Proxy.Forwarding";
 
@@ -18,6 +19,12 @@ internal sealed class ForwardingMetrics
     private readonly Histogram<double> _duration;
     private readonly Counter<long> _errors;
     private readonly UpDownCounter<long> _queueLength;
+    private readonly UpDownCounter<long> _destinationActive;
+    private readonly Histogram<double> _queueDuration;
+    private readonly UpDownCounter<long> _backendConnections;
+    private readonly UpDownCounter<long> _sseActive;
+
+    private static readonly double[] ShortSeconds = [0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
 
     public ForwardingMetrics(IMeterFactory meterFactory)
     {
@@ -27,6 +34,55 @@ internal sealed class ForwardingMetrics
         _duration = meter.CreateHistogram<double>("proxy.forwarding.request.duration", "s", "Time from the start of forwarding to the end of the response.");
         _errors = meter.CreateCounter<long>("proxy.forwarding.errors", "{error}", "Forwarding failures by kind (error.type).");
         _queueLength = meter.CreateUpDownCounter<long>("proxy.forwarding.pool.queue_length", "{request}", "Requests waiting for a backend admission slot.");
+        _destinationActive = meter.CreateUpDownCounter<long>("proxy.forwarding.destination.active_requests", "{request}",
+            "Requests being forwarded now, per destination.");
+        _queueDuration = meter.CreateHistogram("proxy.forwarding.pool.queue.duration", "s",
+            "Time a request waited in a destination's admission queue (only requests that had to wait).",
+            advice: new InstrumentAdvice<double> { HistogramBucketBoundaries = ShortSeconds });
+        _backendConnections = meter.CreateUpDownCounter<long>("proxy.forwarding.backend.connections", "{connection}",
+            "Open backend connections of the native relay (network.protocol.version 1.1 or 2).");
+        _sseActive = meter.CreateUpDownCounter<long>("proxy.forwarding.sse.active_streams", "{stream}",
+            "Event-stream (text/event-stream) responses being relayed now.");
+    }
+
+    /// <summary>One destination's instruments, to be kept on its state.</summary>
+    public DestinationMetrics ForDestination(string clusterId, string destinationId) =>
+        new(clusterId, destinationId, _destinationActive, _queueLength, _queueDuration);
+
+    public void ConnectionOpened(string clusterId, string destinationId, string protocolVersion) =>
+        _backendConnections.Add(1, ConnectionTags(clusterId, destinationId, protocolVersion));
+
+    public void ConnectionClosed(string clusterId, string destinationId, string protocolVersion) =>
+        _backendConnections.Add(-1, ConnectionTags(clusterId, destinationId, protocolVersion));
+
+    private static TagList ConnectionTags(string clusterId, string destinationId, string protocolVersion) => new()
+    {
+        { "proxy.cluster", clusterId },
+        { "proxy.destination", destinationId },
+        { "network.protocol.version", protocolVersion },
+    };
+
+    /// <summary>
+    /// Counts a relayed event stream from here to the end of the caller's scope (<c>using var</c>). Nothing is counted
+    /// when <paramref name="eventStream"/> is false or nobody listens.
+    /// </summary>
+    public SseStreamScope SseStream(bool eventStream, IReverseProxyFeature? proxy)
+    {
+        if (!eventStream || !_sseActive.Enabled)
+        {
+            return default;
+        }
+        var scope = new SseStreamScope(_sseActive, proxy?.RouteId, proxy?.ClusterId);
+        _sseActive.Add(1, scope.Tags);
+        return scope;
+    }
+
+    /// <summary>The -1 of one counted event stream.</summary>
+    internal readonly struct SseStreamScope(UpDownCounter<long> counter, string? route, string? cluster) : IDisposable
+    {
+        public TagList Tags => new() { { "proxy.route", route }, { "proxy.cluster", cluster } };
+
+        public void Dispose() => counter?.Add(-1, Tags);
     }
 
     public void RequestStarted(string? cluster) => _active.Add(1, new KeyValuePair<string, object?>("proxy.cluster", cluster));
@@ -50,6 +106,4 @@ internal sealed class ForwardingMetrics
         _active.Add(-1, new KeyValuePair<string, object?>("proxy.cluster", cluster));
     }
 
-    public void QueueChanged(string cluster, string destination, int delta) =>
-        _queueLength.Add(delta, new KeyValuePair<string, object?>("proxy.cluster", cluster), new KeyValuePair<string, object?>("proxy.destination", destination));
 }

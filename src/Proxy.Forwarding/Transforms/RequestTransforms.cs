@@ -123,13 +123,19 @@ internal enum ForwardedAction
 internal sealed class XForwardedTransform(string headerPrefix, ForwardedAction forAction, ForwardedAction proto, ForwardedAction host, ForwardedAction prefix)
     : RequestTransform
 {
+    // The names once per route, not four strings per request.
+    private readonly string _forName = headerPrefix + "For";
+    private readonly string _protoName = headerPrefix + "Proto";
+    private readonly string _hostName = headerPrefix + "Host";
+    private readonly string _prefixName = headerPrefix + "Prefix";
+
     public override void Apply(RequestTransformContext context)
     {
         var request = context.HttpContext.Request;
-        ApplyOne(context, headerPrefix + "For", forAction, context.HttpContext.Connection.RemoteIpAddress?.ToString());
-        ApplyOne(context, headerPrefix + "Proto", proto, request.Scheme);
-        ApplyOne(context, headerPrefix + "Host", host, request.Host.HasValue ? request.Host.ToUriComponent() : null);
-        ApplyOne(context, headerPrefix + "Prefix", prefix, request.PathBase.HasValue ? request.PathBase.ToUriComponent() : null);
+        ApplyOne(context, _forName, forAction, context.HttpContext.Connection.RemoteIpAddress?.ToString());
+        ApplyOne(context, _protoName, proto, request.Scheme);
+        ApplyOne(context, _hostName, host, request.Host.HasValue ? request.Host.ToUriComponent() : null);
+        ApplyOne(context, _prefixName, prefix, request.PathBase.HasValue ? request.PathBase.ToUriComponent() : null);
     }
 
     private static void ApplyOne(RequestTransformContext context, string name, ForwardedAction action, string? value)

@@ -54,8 +54,17 @@ internal sealed class HeadRequestHeaders(Forwarder.ForwarderRequestHead head) : 
         head.Headers.Add(new(name, value));
     }
 
-    public override void Remove(string name) =>
-        head.Headers.RemoveAll(field => string.Equals(field.Key, name, StringComparison.OrdinalIgnoreCase));
+    public override void Remove(string name)
+    {
+        // A loop rather than RemoveAll: its predicate would capture name, a closure and a delegate per call.
+        for (var i = head.Headers.Count - 1; i >= 0; i--)
+        {
+            if (string.Equals(head.Headers[i].Key, name, StringComparison.OrdinalIgnoreCase))
+            {
+                head.Headers.RemoveAt(i);
+            }
+        }
+    }
 
     public override string? Get(string name)
     {

@@ -19,7 +19,7 @@ namespace Proxy.Protocols.Http2;
 /// connection) is small next to the transport write the loop does anyway.
 /// </summary>
 // Owned by the frame-writer loop.
-internal sealed class FrameWriterLoop
+internal sealed partial class FrameWriterLoop
 {
     private const int DefaultWindow = 65_535;
 
@@ -42,12 +42,15 @@ internal sealed class FrameWriterLoop
     private bool _transportClosed;
     private volatile bool _dropStreamOutput; // set by the read loop when the connection closes
     private readonly bool _clientRole;
+    private readonly IProtocolMetrics? _metrics;
 
     /// <param name="clientRole">True for a client connection: the loop starts with the client preface and disables push.</param>
+    /// <param name="metrics">Where frames, resets, GOAWAYs and stalls are counted (a server connection's host), or null.</param>
     public FrameWriterLoop(IHttp2WriterOwner connection, Http2Options options, ChannelReader<WriterMessage> messages, PipeWriter output, TimeProvider time,
-        bool clientRole = false)
+        bool clientRole = false, IProtocolMetrics? metrics = null)
     {
         _clientRole = clientRole;
+        _metrics = metrics;
         _time = time;
         _connection = connection;
         _options = options;
@@ -120,6 +123,11 @@ internal sealed class FrameWriterLoop
     /// </summary>
     private async ValueTask FlushAsync()
     {
+        if (_metrics is { WriterBatchEnabled: true } metrics)
+        {
+            metrics.WriterBatch(_output.Frames, _output.Unflushed);
+        }
+        _output.Frames = 0;
         _output.Commit();
         var flush = _output.Inner.FlushAsync();
         FlushResult result;
@@ -184,10 +192,12 @@ internal sealed class FrameWriterLoop
             settings[count++] = new(Http2SettingsParameter.HeaderTableSize, (uint)_options.HeaderTableSize);
         }
         Http2FrameWriter.WriteSettings(_output, settings[..count]);
+        _output.Frames++;
         var raise = _options.InitialConnectionWindowSize - DefaultWindow;
         if (raise > 0)
         {
             Http2FrameWriter.WriteWindowUpdate(_output, 0, raise);
+            _output.Frames++;
         }
     }
 
@@ -207,7 +217,7 @@ internal sealed class FrameWriterLoop
                 // for any stream that already ended.
                 if (message.Kind == WriterMessageKind.RstStream && !message.Flag)
                 {
-                    Http2FrameWriter.WriteRstStream(_output, message.StreamId, message.ErrorCode);
+                    WriteRstStream(message.StreamId, message.ErrorCode);
                 }
                 return;
             }
@@ -225,16 +235,20 @@ internal sealed class FrameWriterLoop
                 if (ApplyPeerSettings(message.Settings))
                 {
                     Http2FrameWriter.WriteSettingsAck(_output);
+                    _output.Frames++;
                 }
                 break;
             case WriterMessageKind.PingAck:
                 Http2FrameWriter.WritePing(_output, (ulong)message.Value, ack: true);
+                _output.Frames++;
                 break;
             case WriterMessageKind.Ping:
                 Http2FrameWriter.WritePing(_output, (ulong)message.Value, ack: false);
+                _output.Frames++;
                 break;
             case WriterMessageKind.WindowUpdate:
                 Http2FrameWriter.WriteWindowUpdate(_output, message.StreamId, (int)message.Value);
+                _output.Frames++;
                 break;
             case WriterMessageKind.PeerWindowUpdate:
                 ApplyPeerWindowUpdate(message.Stream, (int)message.Value);
@@ -265,7 +279,7 @@ internal sealed class FrameWriterLoop
                         return; // the app aborted a stream that already ended: nothing left to reset
                     }
                 }
-                Http2FrameWriter.WriteRstStream(_output, message.StreamId, message.ErrorCode);
+                WriteRstStream(message.StreamId, message.ErrorCode);
                 break;
             case WriterMessageKind.StopStream:
                 if (!message.Stream!.Send.OutputStopped)
@@ -277,13 +291,22 @@ internal sealed class FrameWriterLoop
                 if (WriteHeaderBlock(message.StreamId, [new(":status", ((int)message.Value).ToString(System.Globalization.CultureInfo.InvariantCulture))], endStream: true)
                     && message.Flag)
                 {
-                    Http2FrameWriter.WriteRstStream(_output, message.StreamId, Http2ErrorCode.NoError);
+                    WriteRstStream(message.StreamId, Http2ErrorCode.NoError);
                 }
                 break;
             case WriterMessageKind.GoAway:
                 Http2FrameWriter.WriteGoAway(_output, message.StreamId, message.ErrorCode, default);
+                _output.Frames++;
+                _metrics?.GoAway(sent: true, message.ErrorCode);
                 break;
         }
+    }
+
+    private void WriteRstStream(int streamId, Http2ErrorCode code)
+    {
+        Http2FrameWriter.WriteRstStream(_output, streamId, code);
+        _output.Frames++;
+        _metrics?.StreamReset(sent: true, code);
     }
 
     private void Schedule(IHttp2OutputSource stream)
@@ -467,7 +490,9 @@ internal sealed class FrameWriterLoop
             }
             var chunk = buffer.Slice(0, allowed);
             var last = completed && allowed == buffer.Length && trailers is null;
+            EndStall(stream);
             Http2FrameWriter.WriteData(_output, stream.StreamId, chunk, last);
+            _output.Frames++;
             stream.Send.SendWindow -= allowed;
             _connectionWindow -= allowed;
             reader.AdvanceTo(chunk.End);
@@ -492,6 +517,7 @@ internal sealed class FrameWriterLoop
             else
             {
                 Http2FrameWriter.WriteData(_output, stream.StreamId, ReadOnlySpan<byte>.Empty, endStream: true);
+                _output.Frames++;
             }
             StopStream(stream, wasReset: false);
             return false;
@@ -509,6 +535,10 @@ internal sealed class FrameWriterLoop
     /// <summary>A stream with data but no window: it is scheduled again by the WINDOW_UPDATE (stream or connection) it waits for.</summary>
     private void WaitForWindow(IHttp2OutputSource stream)
     {
+        if (stream.Send.StallStart == 0 && _metrics is { FlowControlStallEnabled: true })
+        {
+            stream.Send.StallStart = _time.GetTimestamp();
+        }
         if (stream.Send.SendWindow <= 0)
         {
             stream.Send.BlockedOnStreamWindow = true;
@@ -517,6 +547,16 @@ internal sealed class FrameWriterLoop
         {
             stream.Send.InConnectionBlockedList = true;
             _connectionBlocked.Add(stream);
+        }
+    }
+
+    /// <summary>A stream that waited for window sends again (or stops): how long it waited is one stall.</summary>
+    private void EndStall(IHttp2OutputSource stream)
+    {
+        if (stream.Send.StallStart != 0)
+        {
+            _metrics?.FlowControlStalled(_time.GetElapsedTime(stream.Send.StallStart));
+            stream.Send.StallStart = 0;
         }
     }
 
@@ -564,8 +604,10 @@ internal sealed class FrameWriterLoop
         }
         if (read > 0)
         {
+            EndStall(stream);
             Http2FrameWriter.WriteFrameHeader(span, new Http2FrameHeader(read, Http2FrameType.Data, Http2FrameFlags.None, stream.StreamId));
             _output.Advance(Http2FrameHeader.Size + read);
+            _output.Frames++;
             stream.Send.SendWindow -= read;
             _connectionWindow -= read;
             file.Position += read;
@@ -611,11 +653,13 @@ internal sealed class FrameWriterLoop
         var block = _headerBlock.WrittenSpan;
         var first = Math.Min(block.Length, _peerMaxFrameSize);
         Http2FrameWriter.WriteHeaders(_output, streamId, block[..first], endStream, endHeaders: first == block.Length);
+        _output.Frames++;
         block = block[first..];
         while (!block.IsEmpty)
         {
             var size = Math.Min(block.Length, _peerMaxFrameSize);
             Http2FrameWriter.WriteContinuation(_output, streamId, block[..size], endHeaders: size == block.Length);
+            _output.Frames++;
             block = block[size..];
         }
         return true;
@@ -661,6 +705,7 @@ internal sealed class FrameWriterLoop
             }
             var chunk = buffer.Slice(0, allowed);
             Http2FrameWriter.WriteData(_output, stream.StreamId, chunk, endStream: false);
+            _output.Frames++;
             stream.Send.SendWindow -= allowed;
             _connectionWindow -= allowed;
             buffer = buffer.Slice(chunk.End);
@@ -679,6 +724,7 @@ internal sealed class FrameWriterLoop
             else
             {
                 Http2FrameWriter.WriteData(_output, stream.StreamId, ReadOnlySpan<byte>.Empty, endStream: true);
+                _output.Frames++;
             }
         }
     }
@@ -686,6 +732,7 @@ internal sealed class FrameWriterLoop
     /// <summary>The stream will write nothing more: drop its queued output and tell the read loop.</summary>
     private void StopStream(IHttp2OutputSource stream, bool wasReset)
     {
+        EndStall(stream);
         stream.Send.OutputStopped = true;
         stream.EndFileOutput();
         _streamsWithWindow.Remove(stream);
@@ -717,63 +764,6 @@ internal sealed class FrameWriterLoop
             stream.Send.OutputStopped = true;
             stream.EndFileOutput();
             stream.OutputReader.Complete();
-        }
-    }
-
-    /// <summary>
-    /// Counts bytes written since the last flush so the loop can batch up to MaxWriteBatchSize, and batches the
-    /// transport's Advance: frames are written into one memory block from the transport and the block is advanced
-    /// once, when it is full or before a flush, instead of once per frame header and per payload copy.
-    /// </summary>
-    /// <remarks>
-    /// NOTE: bytes written here reach the transport only at <see cref="Commit"/>; every flush of
-    /// <see cref="Inner"/> must commit first (FlushAsync does). The block stays valid until the transport's own
-    /// Advance or flush, both of which only this writer calls.
-    /// </remarks>
-    // Owned by the frame-writer loop.
-    private sealed class CountingBufferWriter : IBufferWriter<byte>
-    {
-        private Memory<byte> _block;
-        private int _buffered;
-
-        public CountingBufferWriter(PipeWriter inner) => Inner = inner;
-
-        public PipeWriter Inner { get; }
-        public long Unflushed { get; set; }
-
-        public void Advance(int count)
-        {
-            ArgumentOutOfRangeException.ThrowIfNegative(count);
-            ArgumentOutOfRangeException.ThrowIfGreaterThan(count, _block.Length - _buffered);
-            _buffered += count;
-            Unflushed += count;
-        }
-
-        public Memory<byte> GetMemory(int sizeHint = 0) => Reserve(sizeHint);
-
-        public Span<byte> GetSpan(int sizeHint = 0) => Reserve(sizeHint).Span;
-
-        /// <summary>Hands what was written to the transport (one Advance); call before flushing it.</summary>
-        public void Commit()
-        {
-            if (_buffered > 0)
-            {
-                Inner.Advance(_buffered);
-            }
-            _buffered = 0;
-            _block = default;
-        }
-
-        private Memory<byte> Reserve(int sizeHint)
-        {
-            var free = _block.Length - _buffered;
-            if (free == 0 || free < sizeHint)
-            {
-                Commit();
-                _block = Inner.GetMemory(sizeHint);
-                free = _block.Length;
-            }
-            return _block.Slice(_buffered, free);
         }
     }
 }

@@ -225,6 +225,7 @@ public sealed partial class Http2Connection
             // RFC 9113 §6.8: streams above the last id in our final GOAWAY are not processed; the client may retry.
             EnqueueControl(WriterMessage.RstStream(streamId, null, Http2ErrorCode.RefusedStream, isControl: true));
             RememberReset(streamId);
+            _metadata.Metrics?.StreamRefused();
             return;
         }
         // RFC 9113 §8.1.1: a malformed request is a PROTOCOL_ERROR stream error and never reaches the app.
@@ -246,6 +247,7 @@ public sealed partial class Http2Connection
         // acknowledged our SETTINGS it may legitimately assume no limit (RFC 9113 §6.5.2 note): not counted then.
         if (_activeStreams >= _options.MaxConcurrentStreams)
         {
+            _metadata.Metrics?.StreamRefused();
             ResetStream(new Http2StreamException(streamId, "Too many concurrent streams.", Http2ErrorCode.RefusedStream, "max_concurrent_streams"),
                 countTowardRapidReset: _ourSettingsAcknowledged);
             return;
@@ -264,6 +266,7 @@ public sealed partial class Http2Connection
         _streams.Add(streamId, stream);
         _liveHandlers.Add(stream);
         _activeStreams++;
+        stream.CountedActive = _metadata.Metrics?.StreamStarted() ?? false;
         UpdateIdleTimeout();
         // The app runs on the thread pool, never on the read loop.
         ThreadPool.UnsafeQueueUserWorkItem(stream, preferLocal: false);

@@ -287,7 +287,8 @@ public sealed partial class Http2Connection
 
     private void ProcessRstStream(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
     {
-        Http2FrameReader.ReadRstStream(header, payload);
+        var reset = Http2FrameReader.ReadRstStream(header, payload);
+        _metadata.Metrics?.StreamReset(sent: false, reset.ErrorCode);
         // RFC 9113 §6.4: RST_STREAM on an idle stream is a PROTOCOL_ERROR connection error.
         if (IsIdle(header.StreamId))
         {
@@ -343,7 +344,8 @@ public sealed partial class Http2Connection
 
     private void ProcessGoAway(in Http2FrameHeader header, in ReadOnlySequence<byte> payload)
     {
-        Http2FrameReader.ReadGoAway(header, payload);
+        var goAway = Http2FrameReader.ReadGoAway(header, payload);
+        _metadata.Metrics?.GoAway(sent: false, goAway.ErrorCode);
         // RFC 9113 §6.8: the client opens no new streams; the ones we have finish, then we close.
         _peerGoingAway = true;
         if (_streams.Count == 0)

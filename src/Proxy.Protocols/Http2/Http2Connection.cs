@@ -110,7 +110,7 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
             FullMode = BoundedChannelFullMode.Wait,
             AllowSynchronousContinuations = false,
         });
-        _writer = new FrameWriterLoop(this, options, _writerChannel.Reader, _output, _time);
+        _writer = new FrameWriterLoop(this, options, _writerChannel.Reader, _output, _time, metrics: meta.Metrics);
     }
 
     /// <summary>Shared by the request pipes of this connection's streams (immutable).</summary>
@@ -120,6 +120,9 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
 
     /// <summary>The connection's metadata, as given by the host.</summary>
     public ConnectionMetadata Metadata => _metadata;
+
+    /// <summary>Where streams are counted (the host's), or null.</summary>
+    internal IProtocolMetrics? Metrics => _metadata.Metrics;
 
     /// <summary>
     /// Sends our SETTINGS, reads the client preface and runs the read loop until the connection closes

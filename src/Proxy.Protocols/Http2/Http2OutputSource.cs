@@ -65,6 +65,8 @@ internal sealed class Http2SendState
     public bool InReadyQueue;
     public bool BlockedOnStreamWindow;
     public bool InConnectionBlockedList;
+    /// <summary>When the stream started waiting for send window (TimeProvider timestamp), 0 when not waiting or not timed.</summary>
+    public long StallStart;
 
     /// <summary>
     /// A pooled stream in a new life (<paramref name="id"/> is not the one the fields belong to): the fields of the
@@ -80,6 +82,7 @@ internal sealed class Http2SendState
             HeadersSent = false;
             OutputStopped = false;
             BlockedOnStreamWindow = false;
+            StallStart = 0;
             InConnectionBlockedList = false; // StopStream took it out of the list in the previous life
         }
     }

@@ -70,6 +70,9 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     internal long ReceivedBodyLength { get; set; }
     internal bool OutputEnded { get; set; }
     internal bool HandlerFinished { get; set; }
+
+    /// <summary>The host's metrics counted this life of the stream as active (set by the read loop before the handler runs).</summary>
+    internal bool CountedActive { get; set; }
     /// <summary>Closed by END_STREAM both ways, never reset: the only way into the connection's stream pool.</summary>
     internal bool ClosedNormally { get; set; }
 
@@ -356,6 +359,10 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
             Abort((uint)Http2ErrorCode.InternalError);
         }
         _requestBodyReader.Complete();
+        if (CountedActive)
+        {
+            _connection.Metrics?.StreamEnded();
+        }
         _connection.PostEvent(ReadLoopEvent.HandlerFinished(this));
     }
 

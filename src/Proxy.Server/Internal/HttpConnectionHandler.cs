@@ -21,7 +21,7 @@ internal sealed class HttpConnectionHandler(
     {
         var tracked = context.Features.Get<ServerConnection>()
             ?? throw new InvalidOperationException("The connection is not tracked by the server.");
-        var metadata = CreateMetadata(context);
+        var metadata = CreateMetadata(context, tracked.Metrics is null ? null : tracked);
         var useHttp2 = await ChooseHttp2Async(context, metadata, tracked.Aborted).ConfigureAwait(false);
         if (useHttp2 is null)
         {
@@ -32,6 +32,8 @@ internal sealed class HttpConnectionHandler(
             ? factory.CreateHttp2(context.Transport, options.Http2, requestHandler, metadata, time)
             : factory.CreateHttp1(context.Transport, options.Http1, requestHandler, metadata, time);
         ServerLog.ProtocolSelected(logger, context.ConnectionId, useHttp2.Value ? "HTTP/2" : "HTTP/1.1");
+        tracked.ProtocolVersion = useHttp2.Value ? "2" : "1.1";
+        tracked.Metrics?.ProtocolChosen(useHttp2.Value, metadata.IsTls);
         tracked.SetProtocol(protocol);
         await protocol.ProcessAsync(tracked.Aborted).ConfigureAwait(false);
     }
@@ -67,7 +69,7 @@ internal sealed class HttpConnectionHandler(
         }
     }
 
-    private static ConnectionMetadata CreateMetadata(ConnectionContext context)
+    private static ConnectionMetadata CreateMetadata(ConnectionContext context, IProtocolMetrics? metrics)
     {
         var handshake = context.Features.Get<ITlsHandshakeFeature>();
         if (handshake is null)
@@ -77,6 +79,7 @@ internal sealed class HttpConnectionHandler(
                 ConnectionId = context.ConnectionId,
                 LocalEndPoint = context.LocalEndPoint,
                 RemoteEndPoint = context.RemoteEndPoint,
+                Metrics = metrics,
             };
         }
         var alpn = context.Features.Get<ITlsApplicationProtocolFeature>()?.ApplicationProtocol ?? default;
@@ -91,6 +94,7 @@ internal sealed class HttpConnectionHandler(
             ApplicationProtocol = System.Text.Encoding.ASCII.GetString(alpn.Span),
             ClientCertificate = context.Features.Get<ITlsConnectionFeature>()?.ClientCertificate,
             HostName = string.IsNullOrEmpty(handshake.HostName) ? null : handshake.HostName,
+            Metrics = metrics,
         };
     }
 }

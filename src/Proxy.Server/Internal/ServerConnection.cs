@@ -1,9 +1,17 @@
+using Proxy.Codecs.Http2;
+
 namespace Proxy.Server.Internal;
 
 // Owned by the server's connection table: created at accept, removed when the connection ends.
 // Protocol is set once by the connection's own flow; RequestShutdown/Abort come from StopAsync.
-/// <summary>A live connection as the server tracks it for graceful shutdown.</summary>
-internal sealed class ServerConnection(ConnectionContext context) : IDisposable
+// The metrics fields are written by the connection's own flow (and the HTTP/2 loops for EndReason, first one wins).
+/// <summary>A live connection as the server tracks it for graceful shutdown and metrics.</summary>
+/// <remarks>
+/// It is also the engine's <see cref="IProtocolMetrics"/>: calls pass straight to the server's shared
+/// <see cref="ServerMetrics"/>, and a GOAWAY we send with an error code becomes the connection's error.type.
+/// </remarks>
+internal sealed class ServerConnection(ConnectionContext context, ServerMetrics? metrics = null, KeyValuePair<string, object?>[]? endpointTags = null)
+    : IDisposable, IProtocolMetrics
 {
     private readonly CancellationTokenSource _abort = new();
     private readonly Lock _lock = new();
@@ -70,4 +78,52 @@ internal sealed class ServerConnection(ConnectionContext context) : IDisposable
     }
 
     public void Dispose() => _abort.Dispose();
+
+    // ---- Metrics ----
+
+    /// <summary>The server's metrics, or null when the host has no IMeterFactory.</summary>
+    public ServerMetrics? Metrics { get; } = metrics;
+
+    /// <summary>Kestrel's endpoint attributes of the listener that accepted the connection.</summary>
+    public KeyValuePair<string, object?>[] EndpointTags { get; } = endpointTags ?? [];
+
+    public long StartTimestamp { get; } = System.Diagnostics.Stopwatch.GetTimestamp();
+
+    /// <summary>Whether kestrel.active_connections counted the connection (its end takes back exactly that).</summary>
+    public bool CountedActive { get; set; }
+
+    /// <summary>"1.1" or "2" once the protocol is chosen.</summary>
+    public string? ProtocolVersion { get; set; }
+
+    private string? _endReason;
+
+    /// <summary>The connection's error.type (first one wins), or null for a clean end.</summary>
+    public string? EndReason => Volatile.Read(ref _endReason);
+
+    public void SetEndReason(string reason) => Interlocked.CompareExchange(ref _endReason, reason, null);
+
+    bool IProtocolMetrics.StreamStarted() => Metrics!.StreamStarted();
+
+    void IProtocolMetrics.StreamEnded() => Metrics!.StreamEnded();
+
+    void IProtocolMetrics.StreamReset(bool sent, Http2ErrorCode code) => Metrics!.StreamReset(sent, code);
+
+    void IProtocolMetrics.StreamRefused() => Metrics!.StreamRefused();
+
+    void IProtocolMetrics.GoAway(bool sent, Http2ErrorCode code)
+    {
+        if (sent && code != Http2ErrorCode.NoError)
+        {
+            SetEndReason(ServerMetrics.ErrorCodeName(code).ToLowerInvariant());
+        }
+        Metrics!.GoAway(sent, code);
+    }
+
+    bool IProtocolMetrics.FlowControlStallEnabled => Metrics!.FlowControlStallEnabled;
+
+    void IProtocolMetrics.FlowControlStalled(TimeSpan duration) => Metrics!.FlowControlStalled(duration);
+
+    bool IProtocolMetrics.WriterBatchEnabled => Metrics!.WriterBatchEnabled;
+
+    void IProtocolMetrics.WriterBatch(int frames, long bytes) => Metrics!.WriterBatch(frames, bytes);
 }

@@ -24,14 +24,17 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
     private Task _processing = Task.CompletedTask;
     private volatile ConnectionAbortedException? _abortReason;
     private int _closedSignaled;
+    private readonly ISocketIoMetrics? _io;
 
-    public SocketConnection(Socket socket, SocketTransportOptions options)
+    public SocketConnection(Socket socket, SocketTransportOptions options, ISocketIoMetrics? io = null)
     {
         _socket = socket;
+        _io = io;
         _minReceive = options.MinReceiveBufferSize;
         _waitForData = options.WaitForDataBeforeAllocatingBuffer;
         var readerScheduler = options.InlineScheduling ? PipeScheduler.Inline : PipeScheduler.ThreadPool;
         _input = new Pipe(new PipeOptions(
+            pool: options.InputMemoryPool,
             readerScheduler: readerScheduler,
             pauseWriterThreshold: options.MaxReadBufferSize,
             resumeWriterThreshold: options.MaxReadBufferSize / 2,
@@ -105,6 +108,7 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
                     break; // FIN from the peer.
                 }
                 writer.Advance(received);
+                _io?.Received(received);
                 var flush = await writer.FlushAsync().ConfigureAwait(false);
                 if (flush.IsCompleted || flush.IsCanceled)
                 {
@@ -179,6 +183,7 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
         while (!data.IsEmpty)
         {
             var sent = await _socket.SendAsync(data, SocketFlags.None).ConfigureAwait(false);
+            _io?.Sent(sent);
             data = data[sent..];
         }
     }
@@ -201,6 +206,7 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
         }
         var total = buffer.Length;
         var sent = (long)await _socket.SendAsync(gather, SocketFlags.None).ConfigureAwait(false);
+        _io?.Sent(sent);
         if (sent < total)
         {
             // Stream sockets normally send everything; finish a short send segment by segment.

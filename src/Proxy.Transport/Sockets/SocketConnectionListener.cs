@@ -8,11 +8,13 @@ public sealed class SocketConnectionListener : IConnectionListener
 {
     private readonly Socket _listenSocket;
     private readonly SocketTransportOptions _options;
+    private readonly ISocketIoMetrics? _io;
 
-    private SocketConnectionListener(Socket listenSocket, SocketTransportOptions options)
+    private SocketConnectionListener(Socket listenSocket, SocketTransportOptions options, ISocketIoMetrics? io)
     {
         _listenSocket = listenSocket;
         _options = options;
+        _io = io;
         EndPoint = listenSocket.LocalEndPoint!;
     }
 
@@ -20,7 +22,8 @@ public sealed class SocketConnectionListener : IConnectionListener
     public EndPoint EndPoint { get; }
 
     /// <summary>Binds and starts listening. Throws <see cref="AddressInUseException"/> when the port is taken.</summary>
-    public static SocketConnectionListener Bind(IPEndPoint endPoint, SocketTransportOptions? options = null)
+    /// <param name="io">Where the accepted connections report the bytes they move, or null.</param>
+    public static SocketConnectionListener Bind(IPEndPoint endPoint, SocketTransportOptions? options = null, ISocketIoMetrics? io = null)
     {
         options ??= new SocketTransportOptions();
         var socket = new Socket(endPoint.AddressFamily, SocketType.Stream, ProtocolType.Tcp);
@@ -43,7 +46,7 @@ public sealed class SocketConnectionListener : IConnectionListener
             socket.Dispose();
             throw;
         }
-        return new SocketConnectionListener(socket, options);
+        return new SocketConnectionListener(socket, options, io);
     }
 
     /// <summary>Waits for the next connection; null once the listener is unbound.</summary>
@@ -70,7 +73,7 @@ public sealed class SocketConnectionListener : IConnectionListener
             }
 
             accepted.NoDelay = _options.NoDelay;
-            var connection = new SocketConnection(accepted, _options);
+            var connection = new SocketConnection(accepted, _options, _io);
             connection.Start();
             return connection;
         }

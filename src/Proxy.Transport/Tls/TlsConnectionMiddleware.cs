@@ -21,8 +21,11 @@ public sealed partial class TlsConnectionMiddleware
     private readonly ILogger _logger;
     private readonly TimeProvider _time;
     private readonly SslStreamCertificateContext? _certificateContext;
+    private readonly ITlsHandshakeMetrics? _metrics;
 
-    public TlsConnectionMiddleware(ConnectionDelegate next, TlsServerOptions options, ILogger? logger = null, TimeProvider? time = null)
+    /// <param name="metrics">Where handshakes are counted and timed, or null.</param>
+    public TlsConnectionMiddleware(ConnectionDelegate next, TlsServerOptions options, ILogger? logger = null, TimeProvider? time = null,
+        ITlsHandshakeMetrics? metrics = null)
     {
         ArgumentNullException.ThrowIfNull(next);
         ArgumentNullException.ThrowIfNull(options);
@@ -43,6 +46,7 @@ public sealed partial class TlsConnectionMiddleware
         _options = options;
         _logger = logger ?? NullLogger.Instance;
         _time = time ?? TimeProvider.System;
+        _metrics = metrics;
         // Built once: chain building per handshake is expensive. A selector brings contexts it built the same way.
         _certificateContext = options.ServerCertificateSelector is null
             ? SslStreamCertificateContext.Create(certificate!, additionalCertificates: null, offline: true)
@@ -110,6 +114,8 @@ public sealed partial class TlsConnectionMiddleware
             },
         };
 
+        var start = _time.GetTimestamp();
+        var counted = _metrics?.HandshakeStarted(context) ?? false;
         try
         {
             if (_options.ServerCertificateSelector is { } select)
@@ -128,18 +134,22 @@ public sealed partial class TlsConnectionMiddleware
                 await sslStream.AuthenticateAsServerAsync(authOptions, linked.Token).ConfigureAwait(false);
             }
 
+            _metrics?.HandshakeEnded(context, counted, _time.GetElapsedTime(start), sslStream.SslProtocol, error: null, timedOut: false);
             return true;
         }
-        catch (OperationCanceledException) when (timeout.IsCancellationRequested)
+        catch (OperationCanceledException e) when (timeout.IsCancellationRequested)
         {
+            _metrics?.HandshakeEnded(context, counted, _time.GetElapsedTime(start), protocol: null, e, timedOut: true);
             Log.HandshakeTimedOut(_logger, context.ConnectionId, _options.HandshakeTimeout);
         }
-        catch (OperationCanceledException)
+        catch (OperationCanceledException e)
         {
+            _metrics?.HandshakeEnded(context, counted, _time.GetElapsedTime(start), protocol: null, e, timedOut: false);
             Log.HandshakeFailed(_logger, context.ConnectionId, "connection closed");
         }
         catch (Exception e) when (e is AuthenticationException or IOException or ConnectionResetException or ConnectionAbortedException)
         {
+            _metrics?.HandshakeEnded(context, counted, _time.GetElapsedTime(start), protocol: null, e, timedOut: false);
             Log.HandshakeFailed(_logger, context.ConnectionId, e.Message);
         }
         return false;

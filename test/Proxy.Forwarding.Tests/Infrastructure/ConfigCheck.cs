@@ -6,7 +6,7 @@ namespace Proxy.Forwarding.Tests.Infrastructure;
 /// <summary>Reads and validates a configuration the way a load does, for tests of error messages.</summary>
 public static class ConfigCheck
 {
-    /// <summary>The config as read, and every error the reader and the validator report.</summary>
+    /// <summary>The config as read, and every error the reader and the validator report (<see cref="ProxyConfigDictionary.ReadAndValidate"/> gives the errors alone).</summary>
     internal static (ProxyConfig Config, List<string> Errors) Read(ProxyConfigDictionary values, bool nativeTransportAvailable = false)
     {
         var errors = new List<string>();

@@ -1,3 +1,6 @@
+using Microsoft.Extensions.Configuration;
+using Proxy.Forwarding.Configuration;
+
 namespace Proxy.Forwarding.Tests.Infrastructure;
 
 /// <summary>Builds flat "ReverseProxy:..." keys the way a JSON file would produce them.</summary>
@@ -24,6 +27,15 @@ public sealed class ProxyConfigDictionary : Dictionary<string, string?>
     {
         this["ReverseProxy:" + key] = value;
         return this;
+    }
+
+    /// <summary>Reads and validates the configuration the way a load does (without the app's services); returns the errors.</summary>
+    public List<string> ReadAndValidate()
+    {
+        var errors = new List<string>();
+        var section = new ConfigurationBuilder().AddInMemoryCollection(this).Build().GetSection("ReverseProxy");
+        ConfigValidator.Validate(ConfigurationReader.Read(section, errors), "ReverseProxy", errors);
+        return errors;
     }
 
     /// <summary>Makes the cluster talk h2c to its destinations.</summary>

@@ -455,6 +455,26 @@ public class Http1ClientConnectionTests
         Assert.True(h.Connection.IsReusable);
     }
 
+    [Fact]
+    public async Task Connection_NextResponseRepeatsAValue_PreviousStringReusedAndChangedValueRead()
+    {
+        await using var h = new Http1ClientHarness();
+        var heads = new List<HttpHeaderList>();
+        foreach (var (date, tag) in new[] { ("Mon, 23 Nov 2026 17:00:00 GMT", "a"), ("Mon, 23 Nov 2026 17:00:00 GMT", "b") })
+        {
+            var exchange = await h.SendAsync(Http1ClientHarness.Get());
+            await h.RespondAsync($"HTTP/1.1 200 OK\r\nDate: {date}\r\nX-Tag: {tag}\r\nContent-Length: 0\r\n\r\n");
+            await exchange.ReadResponseHeadAsync(CancellationToken.None);
+            heads.Add(exchange.ResponseHeaders);
+            await exchange.DisposeAsync();
+        }
+
+        // The same Date at the same position is the previous response's string; the changed X-Tag is read anew.
+        Assert.Same(heads[0].Get("date"), heads[1].Get("date"));
+        Assert.Equal("a", heads[0].Get("x-tag"));
+        Assert.Equal("b", heads[1].Get("x-tag"));
+    }
+
     [Theory]
     [InlineData("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")]
     [InlineData("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")]

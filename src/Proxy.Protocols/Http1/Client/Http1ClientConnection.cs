@@ -66,6 +66,9 @@ public sealed class Http1ClientConnection : IAsyncDisposable
 
     internal IDuplexPipe Transport => _transport;
 
+    /// <summary>The last completed response's header fields, for value reuse by the next (read side of the exchanges only).</summary>
+    internal HttpHeaderList? PreviousResponseFields { get; private set; }
+
     /// <summary>
     /// Starts an exchange: validates <paramref name="request"/> (an <see cref="ArgumentException"/> leaves the connection
     /// untouched and reusable), writes the request head and flushes it at once, so a request without a body (an SSE GET)
@@ -146,6 +149,10 @@ public sealed class Http1ClientConnection : IAsyncDisposable
             }
             _current = null;
             reusable &= !_closed;
+        }
+        if (reusable)
+        {
+            PreviousResponseFields = exchange.ResponseHeaders;
         }
         if (!reusable)
         {

@@ -119,7 +119,7 @@ internal sealed class Http1ClientExchange : BackendExchange
     private async ValueTask ReadHeadCoreAsync()
     {
         var input = _transport.Input;
-        var sink = new ResponseFieldSink(ResponseHeaders);
+        var sink = new ResponseFieldSink(ResponseHeaders, _connection.PreviousResponseFields);
         var limits = _connection.Options.Limits;
         var interim = 0;
         while (true)
@@ -278,8 +278,11 @@ internal sealed class Http1ClientExchange : BackendExchange
     /// connection-specific fields dropped (RFC 9110 §7.6.1: a proxy "MUST remove" Connection, the fields it names, and
     /// the other hop-by-hop fields before forwarding).
     /// </summary>
+    /// <param name="target">Where the fields go.</param>
+    /// <param name="previous">The previous response's fields on this connection: a backend answers with the same fields
+    /// in the same order (Date, Content-Type, Server...), so an equal value reuses that string instead of a new one.</param>
     // Owned by the response side of one exchange.
-    internal sealed class ResponseFieldSink(HttpHeaderList target) : IHttp1ResponseSink
+    internal sealed class ResponseFieldSink(HttpHeaderList target, HttpHeaderList? previous = null) : IHttp1ResponseSink
     {
         private List<string>? _connectionOptions;
 
@@ -302,7 +305,25 @@ internal sealed class Http1ClientExchange : BackendExchange
                 }
                 return;
             }
-            target.Add(nameString, KnownHeaderStrings.GetValue(value));
+            target.Add(nameString, GetValue(nameString, value));
+        }
+
+        private string GetValue(string name, ReadOnlySpan<byte> value)
+        {
+            if (KnownHeaderStrings.FindValue(value) is { } known)
+            {
+                return known;
+            }
+            var position = target.Count;
+            if (previous is not null && position < previous.Count)
+            {
+                var field = previous[position];
+                if (ReferenceEquals(field.Key, name) && KnownHeaderStrings.EqualsLatin1(field.Value, value))
+                {
+                    return field.Value;
+                }
+            }
+            return Encoding.Latin1.GetString(value);
         }
 
         public void Reset() => _connectionOptions = null;
