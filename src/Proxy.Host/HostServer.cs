@@ -36,6 +36,11 @@ internal static class HostServer
     public static bool HasKestrelEndpoints(IConfiguration configuration)
         => configuration.GetSection($"{KestrelSection}:Endpoints").Exists();
 
+    /// <summary>True when the chosen server takes its endpoints from configuration (<c>Kestrel:Endpoints</c> or <c>ProxyServer:Endpoints</c>).</summary>
+    public static bool HasConfiguredEndpoints(IConfiguration configuration, ProxyHostServer server) => server == ProxyHostServer.Kestrel
+        ? HasKestrelEndpoints(configuration)
+        : configuration.GetSection($"{ProxyServerWebHostBuilderExtensions.ConfigurationSectionName}:Endpoints").Exists();
+
     public static void Use(WebApplicationBuilder builder, ProxyHostServer server)
     {
         if (server == ProxyHostServer.Proxy)

@@ -72,9 +72,9 @@ public sealed class ProxyHostApp : IAsyncDisposable
         HostConfiguration.ConfigureLogging(builder);
         configure?.Invoke(builder);
         var server = HostServer.Read(builder.Configuration);
-        // Kestrel:Endpoints replace the URLs (Kestrel would warn that it overrides the default ones).
+        // Kestrel:Endpoints and ProxyServer:Endpoints replace the URLs (the server would warn that it overrides the default ones).
         if (string.IsNullOrEmpty(builder.Configuration[WebHostDefaults.ServerUrlsKey])
-            && !(server == ProxyHostServer.Kestrel && HostServer.HasKestrelEndpoints(builder.Configuration)))
+            && !HostServer.HasConfiguredEndpoints(builder.Configuration, server))
         {
             builder.WebHost.UseUrls(DefaultUrls);
         }
@@ -132,8 +132,9 @@ public sealed class ProxyHostApp : IAsyncDisposable
         }
         catch (Exception ex) when (ex is IOException or Microsoft.AspNetCore.Connections.AddressInUseException or System.Net.Sockets.SocketException)
         {
-            var (where, fix) = host.Server == ProxyHostServer.Kestrel && HostServer.HasKestrelEndpoints(host.App.Configuration)
-                ? ("its Kestrel:Endpoints", "change Kestrel:Endpoints")
+            var section = host.Server == ProxyHostServer.Kestrel ? HostServer.KestrelSection : ProxyServerWebHostBuilderExtensions.ConfigurationSectionName;
+            var (where, fix) = HostServer.HasConfiguredEndpoints(host.App.Configuration, host.Server)
+                ? ($"its {section}:Endpoints", $"change {section}:Endpoints")
                 : (host.App.Configuration[WebHostDefaults.ServerUrlsKey] is { Length: > 0 } configured ? configured : string.Join(";", DefaultUrls), "pass --urls");
             await host.DisposeAsync();
             throw new HostStartupException($"The proxy could not listen on {where} ({ex.Message}). Stop what uses the port, or {fix}.", ex);

@@ -22,6 +22,7 @@ internal sealed record BackendPoolSettings
     public TimeSpan IdleTimeout { get; init; } = TimeSpan.FromSeconds(60);
     public TimeSpan Lifetime { get; init; } = Timeout.InfiniteTimeSpan;
     public bool DangerousAcceptAnyServerCertificate { get; init; }
+    public System.Security.Authentication.SslProtocols SslProtocols { get; init; }
     public Http2ClientOptions Http2 { get; init; } = new();
     public Http1ClientOptions Http1 { get; init; } = new();
     /// <summary>The backend sockets: reads continue on the receive loop and sends run on the flushing thread (InlineScheduling, set here whatever its default).</summary>
@@ -49,6 +50,7 @@ internal sealed record BackendPoolMetrics(IBackendConnectionMetrics Metrics, str
 internal sealed class BackendPool : IAsyncDisposable
 {
     private readonly string _host;
+    private readonly string _tlsHost;
     private readonly int _port;
     private readonly bool _tls;
     private readonly BackendPoolSettings _settings;
@@ -65,12 +67,18 @@ internal sealed class BackendPool : IAsyncDisposable
     private volatile bool _http1;  // the destination speaks HTTP/1.1 (configured, or ALPN chose it)
     private readonly BackendPoolMetrics? _metrics;
 
-    public BackendPool(string destinationPrefix, BackendPoolSettings settings, ILogger logger, TimeProvider time, BackendPoolMetrics? metrics = null)
+    /// <param name="tlsHost">
+    /// SNI and the name the certificate must match, when not the address's host: the host of the destination's configured
+    /// Host, as SocketsHttpHandler takes it from the Host header.
+    /// </param>
+    public BackendPool(string destinationPrefix, BackendPoolSettings settings, ILogger logger, TimeProvider time, BackendPoolMetrics? metrics = null,
+        string? tlsHost = null)
     {
         _metrics = metrics;
         var uri = new Uri(destinationPrefix, UriKind.Absolute);
         _tls = uri.Scheme == Uri.UriSchemeHttps;
         _host = uri.IdnHost;
+        _tlsHost = tlsHost ?? _host;
         _port = uri.Port;
         Scheme = uri.Scheme;
         _settings = settings;
@@ -211,9 +219,10 @@ internal sealed class BackendPool : IAsyncDisposable
             {
                 var tls = !_tls ? null : new BackendTlsOptions
                 {
-                    TargetHost = _host,
+                    TargetHost = _tlsHost,
                     ApplicationProtocols = _settings.Http2Only ? [SslApplicationProtocol.Http2] : [SslApplicationProtocol.Http2, SslApplicationProtocol.Http11],
                     DangerousAcceptAnyServerCertificate = _settings.DangerousAcceptAnyServerCertificate,
+                EnabledSslProtocols = _settings.SslProtocols,
                 };
                 transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout, _settings.Sockets).ConfigureAwait(false);
             }
@@ -339,9 +348,10 @@ internal sealed class BackendPool : IAsyncDisposable
         {
             var tls = !_tls ? null : new BackendTlsOptions
             {
-                TargetHost = _host,
+                TargetHost = _tlsHost,
                 ApplicationProtocols = [SslApplicationProtocol.Http11],
                 DangerousAcceptAnyServerCertificate = _settings.DangerousAcceptAnyServerCertificate,
+                EnabledSslProtocols = _settings.SslProtocols,
             };
             transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout, _settings.Sockets, cancellationToken).ConfigureAwait(false);
         }

@@ -17,6 +17,7 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
     private readonly BackendPoolSettings _settings;
     private readonly ILogger _logger;
     private readonly TimeProvider _time;
+    private readonly Dictionary<string, string> _tlsHosts = new(StringComparer.Ordinal);
     private readonly string _clusterId;
     private readonly IBackendConnectionMetrics? _connectionMetrics;
 
@@ -27,6 +28,15 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
         _clusterId = cluster.ClusterId;
         _connectionMetrics = connectionMetrics;
         _settings = CreateSettings(cluster);
+        // A destination's Host key is its authority on the wire; on TLS its host is also the SNI name and the name the
+        // certificate must match, as SocketsHttpHandler does with a Host header.
+        foreach (var destination in cluster.Destinations?.Values ?? [])
+        {
+            if (destination.Host is { } host && destination.Address.StartsWith("https:", StringComparison.OrdinalIgnoreCase))
+            {
+                _tlsHosts[destination.Address] = new HostString(host).Host.Trim('[', ']');
+            }
+        }
     }
 
     internal BackendPoolSettings Settings => _settings;
@@ -58,6 +68,7 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
             IdleTimeout = client?.PooledConnectionIdleTimeout ?? TimeSpan.FromSeconds(60),
             Lifetime = client?.PooledConnectionLifetime ?? Timeout.InfiniteTimeSpan,
             DangerousAcceptAnyServerCertificate = client?.DangerousAcceptAnyServerCertificate == true,
+            SslProtocols = client?.SslProtocols ?? System.Security.Authentication.SslProtocols.None,
             Http2 = new Proxy.Protocols.Http2.Client.Http2ClientOptions
             {
                 KeepAlivePingDelay = client?.KeepAlivePingDelay ?? TimeSpan.FromSeconds(30),
@@ -71,7 +82,8 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
     public async ValueTask<ForwarderBackendCall> StartAsync(HttpContext context, string destinationPrefix, ForwarderRequestHead head, CancellationToken cancellationToken)
     {
         var pool = _pools.GetOrAdd(destinationPrefix, static (prefix, state) => new BackendPool(prefix, state.Self._settings, state.Self._logger, state.Self._time,
-            state.Self._connectionMetrics is { } metrics ? new BackendPoolMetrics(metrics, state.Self._clusterId, state.DestinationId ?? prefix) : null),
+            state.Self._connectionMetrics is { } metrics ? new BackendPoolMetrics(metrics, state.Self._clusterId, state.DestinationId ?? prefix) : null,
+            state.Self._tlsHosts.GetValueOrDefault(prefix)),
             (Self: this, context.Features.Get<IReverseProxyFeature>()?.DestinationId));
         var request = new BackendRequest
         {

@@ -14,13 +14,15 @@ public sealed partial class ProxyServer
     private List<ListenOptions> ResolveEndpoints()
     {
         var urls = _addresses.Addresses.ToArray();
-        if (_options.ListenOptions.Count > 0 && !(urls.Length > 0 && _addresses.PreferHostingUrls))
+        // Endpoints from code and from configuration (ProxyServer:Endpoints) replace the URLs, as on Kestrel.
+        var configured = _configured is { Endpoints.Count: > 0 } ? [.. _options.ListenOptions, .. _configured.Endpoints] : _options.ListenOptions;
+        if (configured.Count > 0 && !(urls.Length > 0 && _addresses.PreferHostingUrls))
         {
             if (urls.Length > 0)
             {
                 ServerLog.OverridingAddresses(_logger, string.Join(", ", urls));
             }
-            return _options.ListenOptions;
+            return configured;
         }
         if (urls.Length == 0)
         {
@@ -66,10 +68,16 @@ public sealed partial class ProxyServer
         ConnectionDelegate pipeline = http.OnConnectionAsync;
         if (endpoint.Tls is { } tls)
         {
-            if (tls.ServerCertificate is null)
+            // The endpoint's own certificate (code or configuration), then the code default, then Certificates:Default
+            // from configuration (reloaded when its files change), then the development certificate.
+            if (tls.ServerCertificate is null && tls.ServerCertificateSelector is null)
             {
                 tls.ServerCertificate = _options.ServerCertificate;
-                if (tls.ServerCertificate is null)
+                if (tls.ServerCertificate is null && _configured?.DefaultCertificate is { } configuredDefault)
+                {
+                    tls.ServerCertificateSelector = _ => configuredDefault.Context;
+                }
+                else if (tls.ServerCertificate is null)
                 {
                     var dev = DevelopmentCertificate.GetOrCreate(_options.DevelopmentCertificateDirectory, _time);
                     ServerLog.UsingDevelopmentCertificate(_logger, endpoint.ToString(), dev.Subject, dev.NotAfter);

@@ -2,6 +2,7 @@ using System.Collections.Concurrent;
 using System.Diagnostics.Metrics;
 using Microsoft.AspNetCore.Hosting.Server;
 using Microsoft.AspNetCore.Hosting.Server.Features;
+using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Logging.Abstractions;
 using Microsoft.Extensions.Options;
@@ -33,6 +34,7 @@ public sealed partial class ProxyServer : IServer
     private readonly List<IConnectionListener> _listeners = [];
     private readonly ConcurrentDictionary<ServerConnection, byte> _connections = new();
     private readonly CancellationTokenSource _stopping = new();
+    private ConfiguredEndpoints? _configured;
     private int _state; // 0 new, 1 started, 2 stopped
 
     /// <param name="meterFactory">Creates the "Proxy.Server" meter (the host registers one); null: no metrics.</param>
@@ -65,10 +67,12 @@ public sealed partial class ProxyServer : IServer
             throw new InvalidOperationException("The server has already been started.");
         }
         var handler = new HttpApplicationHandler<TContext>(application, _options, new DateHeaderCache(_time), _logger);
-        var endpoints = ResolveEndpoints();
         var bound = new List<string>();
         try
         {
+            _configured = ConfiguredEndpoints.Load(_options.Configuration, (_options.Configuration as IConfigurationSection)?.Path ?? "ProxyServer",
+                _options.ContentRootPath ?? Directory.GetCurrentDirectory(), _loggerFactory, _logger);
+            var endpoints = ResolveEndpoints();
             foreach (var endpoint in endpoints)
             {
                 cancellationToken.ThrowIfCancellationRequested();
@@ -91,6 +95,7 @@ public sealed partial class ProxyServer : IServer
         catch
         {
             await StopListenersAsync().ConfigureAwait(false);
+            _configured?.Dispose();
             throw;
         }
 
@@ -109,8 +114,9 @@ public sealed partial class ProxyServer : IServer
         }
         _stopping.Cancel();
 
-        // Step 1: stop accepting.
+        // Step 1: stop accepting (and stop watching certificate files).
         await StopListenersAsync().ConfigureAwait(false);
+        _configured?.Dispose();
 
         // Step 2: ask every connection to finish what it started (GOAWAY for HTTP/2).
         var connections = _connections.Keys.ToArray();

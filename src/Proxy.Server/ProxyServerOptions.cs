@@ -1,4 +1,5 @@
 using System.Security.Cryptography.X509Certificates;
+using Microsoft.Extensions.Configuration;
 using Proxy.Protocols.Http1;
 using Proxy.Protocols.Http2;
 using Proxy.Transport.Buffers;
@@ -29,8 +30,21 @@ public sealed class ProxyServerOptions
         set => Http2.AllowAlternateSchemes = value;
     }
 
-    /// <summary>Default certificate for https endpoints without their own.</summary>
+    /// <summary>
+    /// Default certificate for https endpoints without their own. Wins over <c>Certificates:Default</c> from configuration
+    /// (code runs after configuration, as with Kestrel's ConfigureHttpsDefaults).
+    /// </summary>
     public X509Certificate2? ServerCertificate { get; set; }
+
+    /// <summary>
+    /// The section <c>Endpoints</c> and <c>Certificates</c> are read from, with Kestrel's keys (see the README);
+    /// <c>UseProxyServer</c> sets it to the <c>ProxyServer</c> section. Read once, when the server starts; the certificate
+    /// files it names are watched and reloaded when they change.
+    /// </summary>
+    public IConfiguration? Configuration { get; set; }
+
+    /// <summary>Where relative certificate paths start (the host's content root; the current directory when unset).</summary>
+    public string? ContentRootPath { get; set; }
 
     /// <summary>Where the development certificate is kept (defaults to $HOME/.proxy).</summary>
     public string? DevelopmentCertificateDirectory { get; set; }

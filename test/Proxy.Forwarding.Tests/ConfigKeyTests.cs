@@ -47,13 +47,6 @@ public sealed class ConfigKeyTests : IDisposable
     }
 
     [Theory]
-    [InlineData("Clusters:c1:HttpClient:SslProtocols:0", "ReverseProxy:Clusters:c1:HttpClient:SslProtocols: is not supported")]
-    [InlineData("Clusters:c1:HttpClient:RequestHeaderEncoding", "ReverseProxy:Clusters:c1:HttpClient:RequestHeaderEncoding: is not supported")]
-    [InlineData("Clusters:c1:HttpClient:ResponseHeaderEncoding", "ReverseProxy:Clusters:c1:HttpClient:ResponseHeaderEncoding: is not supported")]
-    [InlineData("Clusters:c1:HttpClient:WebProxy:Address", "ReverseProxy:Clusters:c1:HttpClient:WebProxy: is not supported")]
-    [InlineData("Clusters:c1:HttpRequest:AllowResponseBuffering", "ReverseProxy:Clusters:c1:HttpRequest:AllowResponseBuffering: is not supported")]
-    [InlineData("Clusters:c1:Destinations:d1:Host", "ReverseProxy:Clusters:c1:Destinations:d1:Host: is not supported")]
-    [InlineData("Clusters:c1:HealthCheck:Active:Query", "ReverseProxy:Clusters:c1:HealthCheck:Active:Query: is not supported")]
     [InlineData("Clusters:c1:Extensions:Mine", "ReverseProxy:Clusters:c1:Extensions: is not supported")]
     [InlineData("Routes:r1:RouteId", "ReverseProxy:Routes:r1:RouteId: is not supported: the route's id is its key")]
     public void KnownYarpKeyNotImplemented_ErrorSaysNotSupported(string key, string expected)
@@ -61,6 +54,30 @@ public sealed class ConfigKeyTests : IDisposable
         var (errors, _) = Read(Valid().Set(key, "x"));
 
         Assert.StartsWith(expected, Assert.Single(errors));
+    }
+
+    [Theory]
+    [InlineData("Clusters:c1:HttpClient:SslProtocols:0", "Tls13")]
+    [InlineData("Clusters:c1:HttpClient:SslProtocols", "Tls12, Tls13")]
+    [InlineData("Clusters:c1:HttpClient:RequestHeaderEncoding", "utf-8")]
+    [InlineData("Clusters:c1:HttpClient:ResponseHeaderEncoding", "utf-8")]
+    [InlineData("Clusters:c1:HttpClient:WebProxy:Address", "http://proxy.local:3128")]
+    [InlineData("Clusters:c1:HttpClient:WebProxy:BypassOnLocal", "true")]
+    [InlineData("Clusters:c1:HttpClient:WebProxy:UseDefaultCredentials", "false")]
+    [InlineData("Clusters:c1:HttpRequest:AllowResponseBuffering", "true")]
+    [InlineData("Clusters:c1:Destinations:d1:Host", "virtual.example")]
+    [InlineData("Clusters:c1:HealthCheck:Active:Query", "?ready=1")]
+    public void YarpKeysImplementedSince_Accepted(string key, string value)
+    {
+        var values = Valid().Set(key, value);
+        if (key.Contains(":WebProxy:", StringComparison.Ordinal) && !key.EndsWith(":Address", StringComparison.Ordinal))
+        {
+            values.Set("Clusters:c1:HttpClient:WebProxy:Address", "http://proxy.local:3128");
+        }
+
+        var (errors, _) = Read(values);
+
+        Assert.Empty(errors);
     }
 
     [Theory]

@@ -1,5 +1,5 @@
 using System.Net;
-using System.Net.Security;
+using System.Text;
 using Proxy.Forwarding.Configuration;
 using Proxy.Forwarding.Forwarder;
 using Proxy.Forwarding.Health;
@@ -35,6 +35,7 @@ internal static class BackendPoolFactory
             ActivityTimeout = request?.ActivityTimeout,
             Version = request?.Version is { } v ? BackendVersion.ParseVersion(v) : null,
             VersionPolicy = request?.VersionPolicy is { } p ? BackendVersion.ParsePolicy(p) : null,
+            AllowResponseBuffering = request?.AllowResponseBuffering,
         };
 
         return new ClusterState(config, destinations, new HttpMessageInvoker(CreateHandler(client), disposeHandler: true),
@@ -47,11 +48,47 @@ internal static class BackendPoolFactory
         };
     }
 
-    /// <summary>The cluster's <see cref="ClusterConfig.Transport"/>, or the registered native transport's default.</summary>
+    /// <summary>
+    /// The cluster's <see cref="ClusterConfig.Transport"/>, or the registered native transport's default unless the cluster
+    /// sets a key only HttpClient can honour (see <see cref="KeysOnlyHttpClientHonours"/>).
+    /// </summary>
     private static bool UsesNative(ClusterConfig config, IForwarderTransport? native) =>
         native is not null && (config.Transport is null
-            ? native.IsDefault
+            ? native.IsDefault && KeysOnlyHttpClientHonours(config).Count == 0
             : string.Equals(config.Transport, ForwarderTransports.Native, StringComparison.OrdinalIgnoreCase));
+
+    /// <summary>
+    /// True when the native transport is the default for clusters that name none, but this cluster sets keys only
+    /// HttpClient honours, so it uses HttpClient (the caller logs it once per build of the cluster).
+    /// </summary>
+    internal static bool FallsBackToHttpClient(ClusterConfig config, IForwarderTransport? native) =>
+        native is { IsDefault: true } && config.Transport is null && KeysOnlyHttpClientHonours(config).Count > 0;
+
+    /// <summary>
+    /// The cluster's keys the native relay cannot honour: it speaks straight to the destination (no outbound proxy) and
+    /// its codecs send and read header values as Latin-1 only. NOTE: such a cluster runs on HttpClient rather than failing
+    /// to load, so a YARP config keeps working on our server; an explicit <c>Transport: Native</c> with them is an error.
+    /// </summary>
+    internal static List<string> KeysOnlyHttpClientHonours(ClusterConfig config)
+    {
+        var keys = new List<string>(3);
+        if (config.HttpClient?.WebProxy?.Address is not null)
+        {
+            keys.Add("HttpClient:WebProxy");
+        }
+
+        if (config.HttpClient?.RequestHeaderEncoding is not null)
+        {
+            keys.Add("HttpClient:RequestHeaderEncoding");
+        }
+
+        if (config.HttpClient?.ResponseHeaderEncoding is not null)
+        {
+            keys.Add("HttpClient:ResponseHeaderEncoding");
+        }
+
+        return keys;
+    }
 
     private static AdmissionGate CreateGate(HttpClientConfig client) =>
         client.MaxConcurrentRequestsPerDestination is null
@@ -93,7 +130,31 @@ internal static class BackendPoolFactory
 
         if (client.DangerousAcceptAnyServerCertificate == true)
         {
-            handler.SslOptions = new SslClientAuthenticationOptions { RemoteCertificateValidationCallback = (_, _, _, _) => true };
+            handler.SslOptions.RemoteCertificateValidationCallback = (_, _, _, _) => true;
+        }
+
+        if (client.SslProtocols is { } protocols)
+        {
+            handler.SslOptions.EnabledSslProtocols = protocols;
+        }
+
+        // The names were checked with the configuration (Encoding.GetEncoding knows them).
+        if (client.RequestHeaderEncoding is { } requestEncoding)
+        {
+            var encoding = Encoding.GetEncoding(requestEncoding);
+            handler.RequestHeaderEncodingSelector = (_, _) => encoding;
+        }
+
+        if (client.ResponseHeaderEncoding is { } responseEncoding)
+        {
+            var encoding = Encoding.GetEncoding(responseEncoding);
+            handler.ResponseHeaderEncodingSelector = (_, _) => encoding;
+        }
+
+        if (client.WebProxy is { Address: { } proxyAddress } proxy)
+        {
+            handler.UseProxy = true;
+            handler.Proxy = new WebProxy(proxyAddress, proxy.BypassOnLocal ?? false) { UseDefaultCredentials = proxy.UseDefaultCredentials ?? false };
         }
 
         return handler;

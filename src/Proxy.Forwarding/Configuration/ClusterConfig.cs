@@ -44,6 +44,12 @@ public sealed record DestinationConfig
     /// <summary>An optional different address for health probes.</summary>
     public string? Health { get; init; }
 
+    /// <summary>
+    /// The Host (HTTP/1.1) or :authority (HTTP/2) sent to this destination, requests and active probes alike, instead of
+    /// the address's authority; a transform that sets Host (or RequestHeaderOriginalHost) still wins, as on YARP.
+    /// </summary>
+    public string? Host { get; init; }
+
     /// <summary>Free-form data for extensions.</summary>
     public IReadOnlyDictionary<string, string>? Metadata { get; init; }
 }
@@ -94,6 +100,31 @@ public sealed record HttpClientConfig
 
     /// <summary>At most this many requests waiting per destination; more get an immediate 503. Default 1024.</summary>
     public int? MaxQueueLength { get; init; }
+
+    /// <summary>TLS versions offered to https destinations (null = the platform's default).</summary>
+    public System.Security.Authentication.SslProtocols? SslProtocols { get; init; }
+
+    /// <summary>Encoding of request header values sent to the backend (an <see cref="System.Text.Encoding"/> name, e.g. <c>utf-8</c>; null = ASCII/Latin-1).</summary>
+    public string? RequestHeaderEncoding { get; init; }
+
+    /// <summary>Encoding of response header values read from the backend (null = ASCII/Latin-1).</summary>
+    public string? ResponseHeaderEncoding { get; init; }
+
+    /// <summary>An outbound HTTP proxy between us and the destinations (HttpClient transport only).</summary>
+    public WebProxyConfig? WebProxy { get; init; }
+}
+
+/// <summary>YARP's <c>HttpClient:WebProxy</c>: an outbound proxy for backend connections.</summary>
+public sealed record WebProxyConfig
+{
+    /// <summary>The proxy's absolute address (<c>http://proxy:3128</c>).</summary>
+    public Uri? Address { get; init; }
+
+    /// <summary>Bypass the proxy for local addresses.</summary>
+    public bool? BypassOnLocal { get; init; }
+
+    /// <summary>Send the process's default credentials to the proxy.</summary>
+    public bool? UseDefaultCredentials { get; init; }
 }
 
 /// <summary>Per-request settings (YARP's <c>HttpRequest</c>).</summary>
@@ -115,6 +146,9 @@ public sealed record HttpRequestConfig
     /// backends (http:// addresses) need Version 2 with RequestVersionExact.
     /// </summary>
     public string? VersionPolicy { get; init; }
+
+    /// <summary>Let the hosting server buffer the response to the client (default false: every write is flushed as it comes).</summary>
+    public bool? AllowResponseBuffering { get; init; }
 }
 
 /// <summary>Health check settings (YARP's shape).</summary>
@@ -146,6 +180,8 @@ public sealed record ActiveHealthCheckConfig
     public string? Policy { get; init; }
     /// <summary>Probe path.</summary>
     public string? Path { get; init; }
+    /// <summary>Query appended to the probe path, with its leading '?' (<c>?ready=1</c>).</summary>
+    public string? Query { get; init; }
 }
 
 /// <summary>Passive health settings.</summary>

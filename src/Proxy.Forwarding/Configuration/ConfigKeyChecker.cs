@@ -19,6 +19,8 @@ internal static class ConfigKeyChecker
     {
         /// <summary>A single value.</summary>
         Value,
+        /// <summary>A single value or a list of values (<c>SslProtocols</c>: YARP's list, or one string with commas).</summary>
+        ValueOrList,
         /// <summary>A section with the named keys.</summary>
         Section,
         /// <summary>Any keys (names or indexes), each child of the same shape.</summary>
@@ -62,21 +64,19 @@ internal static class ConfigKeyChecker
         ("LoadBalancingPolicy", Value), ("Transport", Value), ("Metadata", Strings("cluster metadata")),
         ("ClusterId", new Node(Kind.Ignored, "", Why: "the cluster's id is its key under Clusters (YARP ignores it too)")),
         ("Destinations", Map(Section("destination", ("Address", Value), ("Health", Value), ("Metadata", Strings("destination metadata")),
-            ("Host", NotSupported("a destination Host is not supported yet"))))),
+            ("Host", Value)))),
         ("HttpClient", Section("HttpClient",
             ("MaxConnectionsPerServer", Value), ("EnableMultipleHttp2Connections", Value), ("PooledConnectionLifetime", Value),
             ("PooledConnectionIdleTimeout", Value), ("ConnectTimeout", Value), ("DangerousAcceptAnyServerCertificate", Value),
             ("KeepAlivePingDelay", Value), ("KeepAlivePingTimeout", Value), ("MaxConcurrentRequestsPerDestination", Value),
-            ("QueueTimeout", Value), ("MaxQueueLength", Value),
-            ("SslProtocols", NotSupported("choosing SslProtocols is not supported yet (the OS default applies)")),
-            ("RequestHeaderEncoding", NotSupported("header encodings are not supported yet (ASCII/Latin-1 apply)")),
-            ("ResponseHeaderEncoding", NotSupported("header encodings are not supported yet (ASCII/Latin-1 apply)")),
-            ("WebProxy", NotSupported("an outbound WebProxy is not supported yet")))),
+            ("QueueTimeout", Value), ("MaxQueueLength", Value), ("SslProtocols", new Node(Kind.ValueOrList, "TLS versions")),
+            ("RequestHeaderEncoding", Value), ("ResponseHeaderEncoding", Value),
+            ("WebProxy", Section("WebProxy", ("Address", Value), ("BypassOnLocal", Value), ("UseDefaultCredentials", Value))))),
         ("HttpRequest", Section("HttpRequest", ("ActivityTimeout", Value), ("Version", Value), ("VersionPolicy", Value),
-            ("AllowResponseBuffering", NotSupported("response buffering is not supported yet (responses always stream)")))),
+            ("AllowResponseBuffering", Value))),
         ("HealthCheck", Section("HealthCheck", ("AvailableDestinationsPolicy", Value),
             ("Active", Section("active health check", ("Enabled", Value), ("Interval", Value), ("Timeout", Value), ("Policy", Value), ("Path", Value),
-                ("Query", NotSupported("a probe Query is not supported yet")))),
+                ("Query", Value))),
             ("Passive", Section("passive health check", ("Enabled", Value), ("Policy", Value), ("ReactivationPeriod", Value))))),
         ("SessionAffinity", Section("SessionAffinity", ("Enabled", Value), ("Policy", Value), ("FailurePolicy", Value), ("AffinityKeyName", Value),
             ("Cookie", Section("affinity cookie", ("Domain", Value), ("Expiration", Value), ("HttpOnly", Value), ("IsEssential", Value),
@@ -124,6 +124,9 @@ internal static class ConfigKeyChecker
                 break;
             case Kind.Ignored:
                 warnings?.Add($"{path}: is ignored: {expected.Why}.");
+                break;
+            case Kind.ValueOrList when isSection:
+                CheckChildren(child, path, Map(Value), errors, warnings);
                 break;
             case Kind.Value when isSection:
                 // A section where a value belongs would read as "not set" and be dropped.

@@ -184,6 +184,10 @@ internal static partial class ConfigValidator
         {
             CheckAddress(destination.Address, $"{path}:Destinations:{name}:Address", required: true, errors);
             CheckAddress(destination.Health, $"{path}:Destinations:{name}:Health", required: false, errors);
+            if (destination.Host is { } host && !IsAuthority(host))
+            {
+                errors.Add($"{path}:Destinations:{name}:Host: '{host}' is not a host name with an optional port (no scheme, path or userinfo).");
+            }
         }
 
         if (cluster.HttpClient is { } client)
@@ -205,6 +209,19 @@ internal static partial class ConfigValidator
             if (client.MaxQueueLength < 0)
             {
                 errors.Add($"{path}:HttpClient:MaxQueueLength: must not be negative.");
+            }
+
+            CheckEncoding(client.RequestHeaderEncoding, $"{path}:HttpClient:RequestHeaderEncoding", errors);
+            CheckEncoding(client.ResponseHeaderEncoding, $"{path}:HttpClient:ResponseHeaderEncoding", errors);
+        }
+
+        // An explicit Native with keys only HttpClient honours would ignore them: refuse (without Transport the cluster
+        // simply uses HttpClient, see BackendPoolFactory.KeysOnlyHttpClientHonours).
+        if (string.Equals(cluster.Transport, ForwarderTransports.Native, StringComparison.OrdinalIgnoreCase))
+        {
+            foreach (var key in BackendPools.BackendPoolFactory.KeysOnlyHttpClientHonours(cluster))
+            {
+                errors.Add($"{path}:{key}: the native relay cannot honour it (it connects straight to the destination and sends header values as Latin-1); remove 'Transport: Native' to use HttpClient for this cluster, or remove the key.");
             }
         }
 
@@ -230,6 +247,29 @@ internal static partial class ConfigValidator
         }
     }
 
+    private static void CheckEncoding(string? name, string path, List<string> errors)
+    {
+        if (name is null)
+        {
+            return;
+        }
+
+        try
+        {
+            System.Text.Encoding.GetEncoding(name);
+        }
+        catch (ArgumentException)
+        {
+            errors.Add($"{path}: '{name}' is not a known encoding (e.g. utf-8, latin1, us-ascii).");
+        }
+    }
+
+    // host[:port] as it may appear in Host or :authority (RFC 9110 §7.2): reg-name, IPv4 or [IPv6], no userinfo.
+    private static bool IsAuthority(string text) =>
+        text.Length > 0 && !text.AsSpan().ContainsAny("/?#@ \t")
+        && Uri.TryCreate("http://" + text + "/", UriKind.Absolute, out var uri) && uri.AbsolutePath == "/"
+        && uri.UserInfo.Length == 0 && uri.HostNameType != UriHostNameType.Unknown;
+
     private static void ValidateHealth(ClusterConfig cluster, string path, List<string> errors)
     {
         if (cluster.HealthCheck is { } health)
@@ -241,6 +281,11 @@ internal static partial class ConfigValidator
                 CheckName(active.Policy, $"{path}:HealthCheck:Active:Policy", errors, ActiveHealthCheckPolicies.ConsecutiveFailures);
                 CheckPositive(active.Interval, $"{path}:HealthCheck:Active:Interval", errors);
                 CheckPositive(active.Timeout, $"{path}:HealthCheck:Active:Timeout", errors);
+                // YARP builds the probe's query with QueryString, which refuses a non-empty value without its '?'.
+                if (active.Query is { Length: > 0 } query && (query[0] != '?' || query.Any(c => c is '#' || char.IsWhiteSpace(c) || char.IsControl(c))))
+                {
+                    errors.Add($"{path}:HealthCheck:Active:Query: '{query}' must start with '?' and hold no '#' or whitespace.");
+                }
             }
 
             if (health.Passive is { } passive)

@@ -83,6 +83,7 @@ internal static partial class ConfigurationReader
             {
                 Address = d["Address"] ?? "",
                 Health = d["Health"],
+                Host = d["Host"],
                 Metadata = Dictionary(d.GetSection("Metadata")),
             };
         }
@@ -110,12 +111,22 @@ internal static partial class ConfigurationReader
                 MaxConcurrentRequestsPerDestination = Int(client, "MaxConcurrentRequestsPerDestination", errors),
                 QueueTimeout = Time(client, "QueueTimeout", errors),
                 MaxQueueLength = Int(client, "MaxQueueLength", errors),
+                SslProtocols = SslProtocols(client.GetSection("SslProtocols"), errors),
+                RequestHeaderEncoding = client["RequestHeaderEncoding"],
+                ResponseHeaderEncoding = client["ResponseHeaderEncoding"],
+                WebProxy = !client.GetSection("WebProxy").Exists() ? null : new WebProxyConfig
+                {
+                    Address = AbsoluteUri(client.GetSection("WebProxy"), "Address", errors),
+                    BypassOnLocal = Bool(client.GetSection("WebProxy"), "BypassOnLocal", errors),
+                    UseDefaultCredentials = Bool(client.GetSection("WebProxy"), "UseDefaultCredentials", errors),
+                },
             },
             HttpRequest = !request.Exists() ? null : new HttpRequestConfig
             {
                 ActivityTimeout = Time(request, "ActivityTimeout", errors),
                 Version = request["Version"],
                 VersionPolicy = request["VersionPolicy"],
+                AllowResponseBuffering = Bool(request, "AllowResponseBuffering", errors),
             },
             SessionAffinity = ReadSessionAffinity(s.GetSection("SessionAffinity"), errors),
             HealthCheck = !health.Exists() ? null : new HealthCheckConfig
@@ -128,6 +139,7 @@ internal static partial class ConfigurationReader
                     Timeout = Time(health.GetSection("Active"), "Timeout", errors),
                     Policy = health["Active:Policy"],
                     Path = health["Active:Path"],
+                    Query = health["Active:Query"],
                 },
                 Passive = !health.GetSection("Passive").Exists() ? null : new PassiveHealthCheckConfig
                 {
@@ -150,6 +162,56 @@ internal static partial class ConfigurationReader
         var values = s.GetChildren().Where(c => c.Value is not null)
             .ToDictionary(c => c.Key, c => c.Value!, StringComparer.OrdinalIgnoreCase);
         return values.Count == 0 ? null : values;
+    }
+
+    /// <summary>
+    /// YARP's form is a list (<c>"SslProtocols": [ "Tls12", "Tls13" ]</c>); one string with commas is accepted too.
+    /// </summary>
+    private static System.Security.Authentication.SslProtocols? SslProtocols(IConfigurationSection s, List<string> errors)
+    {
+        var entries = s.Value is { } single
+            ? [(s.Path, single)]
+            : s.GetChildren().Where(c => c.Value is not null).Select(c => (c.Path, c.Value!)).ToList();
+        if (entries.Count == 0)
+        {
+            return null;
+        }
+
+        var result = System.Security.Authentication.SslProtocols.None;
+        foreach (var (path, text) in entries)
+        {
+            foreach (var name in text.Split(',', StringSplitOptions.TrimEntries | StringSplitOptions.RemoveEmptyEntries))
+            {
+                // Numbers would slip through Enum.TryParse; only names are configuration.
+                if (!char.IsAsciiLetter(name[0]) || !System.Enum.TryParse<System.Security.Authentication.SslProtocols>(name, ignoreCase: true, out var protocol))
+                {
+                    errors.Add($"{path}: '{name}' is not one of Tls12, Tls13 (or None for the platform default; Tls, Tls11, Ssl2, Ssl3 are obsolete).");
+                    continue;
+                }
+
+                result |= protocol;
+            }
+        }
+
+        return result;
+    }
+
+    private static Uri? AbsoluteUri(IConfigurationSection s, string key, List<string> errors)
+    {
+        var text = s[key];
+        if (text is null)
+        {
+            errors.Add($"{s.Path}:{key}: required.");
+            return null;
+        }
+
+        if (Uri.TryCreate(text, UriKind.Absolute, out var uri) && uri.Scheme is "http" or "https" or "socks4" or "socks4a" or "socks5")
+        {
+            return uri;
+        }
+
+        errors.Add($"{s.Path}:{key}: '{text}' is not an absolute http://, https:// or socks5:// address.");
+        return null;
     }
 
     private static TimeSpan? Time(IConfigurationSection s, string key, List<string> errors)

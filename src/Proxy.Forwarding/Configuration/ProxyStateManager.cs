@@ -152,6 +152,11 @@ internal sealed class ProxyStateManager : IProxyStateLookup, IDisposable
             // NOTE: a replaced cluster's handler is not disposed: requests in flight still use it.
             // Its idle connections close after PooledConnectionIdleTimeout.
             clusters[cluster.ClusterId] = BackendPoolFactory.Build(cluster, _policies, _time, _nativeTransport, _dataProtection);
+            if (BackendPoolFactory.FallsBackToHttpClient(cluster, _nativeTransport))
+            {
+                Log.ClusterUsesHttpClient(_logger, cluster.ClusterId, string.Join(", ", BackendPoolFactory.KeysOnlyHttpClientHonours(cluster)));
+            }
+
             rebuiltClusters++;
         }
 

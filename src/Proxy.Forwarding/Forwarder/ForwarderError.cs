@@ -73,6 +73,9 @@ internal sealed class ReverseProxyFeature(string routeId, string clusterId) : IR
     public string ClusterId { get; } = clusterId;
 
     public string? DestinationId { get; set; }
+
+    /// <summary>The chosen destination's configured Host (its <c>Host</c> key), sent unless a transform chose one.</summary>
+    public string? DestinationHost { get; set; }
 }
 
 /// <summary>Per-request settings for one forwarded exchange (the direct API's knobs).</summary>
@@ -96,4 +99,10 @@ public sealed record ForwarderRequestConfig
 
     /// <summary>The version policy; null = RequestVersionOrLower (h2 via ALPN on https, HTTP/1.1 on http).</summary>
     public HttpVersionPolicy? VersionPolicy { get; init; }
+
+    /// <summary>
+    /// True: the hosting server may buffer the response. Null or false: response buffering is disabled, so each SSE event
+    /// and gRPC message leaves as it arrives (YARP's default).
+    /// </summary>
+    public bool? AllowResponseBuffering { get; init; }
 }

@@ -40,14 +40,17 @@ internal static class HeaderRules
         return names;
     }
 
-    /// <summary>Copies the client's request headers to the backend request, minus hop-by-hop fields.</summary>
-    public static void CopyRequestHeaders(HttpContext context, HttpRequestMessage proxyRequest)
+    /// <summary>
+    /// Copies the client's request headers to the backend request, minus hop-by-hop fields; with <paramref name="allowed"/>,
+    /// only the names it holds (RequestHeadersAllowed; hop-by-hop fields stay out even when listed).
+    /// </summary>
+    public static void CopyRequestHeaders(HttpContext context, HttpRequestMessage proxyRequest, IReadOnlySet<string>? allowed = null)
     {
         var headers = context.Request.Headers;
         var listed = ConnectionListed(headers.Connection);
         foreach (var (name, values) in headers)
         {
-            if (IsHopByHop(name) || listed?.Contains(name) == true)
+            if (IsHopByHop(name) || listed?.Contains(name) == true || allowed?.Contains(name) == false)
             {
                 continue;
             }
@@ -57,7 +60,7 @@ internal static class HeaderRules
 
         // RFC 9110 §10.1.4: TE is hop-by-hop, but "trailers" must reach a gRPC backend (YARP #1191
         // once stripped it); other codings are not ours to accept for the backend.
-        if (headers.TryGetValue("TE", out var te) && listed?.Contains("TE") != true)
+        if (allowed?.Contains("TE") != false && headers.TryGetValue("TE", out var te) && listed?.Contains("TE") != true)
         {
             // Every gRPC call sends "TE: trailers": check the list without splitting it into strings.
             var found = false;
@@ -91,11 +94,11 @@ internal static class HeaderRules
     };
 
     /// <summary>
-    /// The native twin of <see cref="CopyRequestHeaders(HttpContext, HttpRequestMessage)"/>: the client's request headers minus
+    /// The native twin of <see cref="CopyRequestHeaders(HttpContext, HttpRequestMessage, IReadOnlySet{string})"/>: the client's request headers minus
     /// hop-by-hop fields into a request head, each value its own field; content headers only with a body; Content-Length
     /// is left to the transport (it sends <see cref="ForwarderRequestHead.ContentLength"/>); TE only as "trailers".
     /// </summary>
-    public static void CopyRequestHeaders(HttpContext context, ForwarderRequestHead head)
+    public static void CopyRequestHeaders(HttpContext context, ForwarderRequestHead head, IReadOnlySet<string>? allowed = null)
     {
         var headers = context.Request.Headers;
         var listed = ConnectionListed(headers.Connection);
@@ -104,26 +107,27 @@ internal static class HeaderRules
         {
             foreach (var (name, values) in dictionary)
             {
-                CopyRequestField(head, name, values, listed);
+                CopyRequestField(head, name, values, listed, allowed);
             }
         }
         else
         {
             foreach (var (name, values) in headers)
             {
-                CopyRequestField(head, name, values, listed);
+                CopyRequestField(head, name, values, listed, allowed);
             }
         }
 
-        if (headers.TryGetValue("TE", out var te) && listed?.Contains("TE") != true && ListsTrailers(te))
+        if (allowed?.Contains("TE") != false && headers.TryGetValue("TE", out var te) && listed?.Contains("TE") != true && ListsTrailers(te))
         {
             head.Headers.Add(new("te", "trailers"));
         }
     }
 
-    private static void CopyRequestField(ForwarderRequestHead head, string name, StringValues values, HashSet<string>? listed)
+    private static void CopyRequestField(ForwarderRequestHead head, string name, StringValues values, HashSet<string>? listed,
+        IReadOnlySet<string>? allowed)
     {
-        if (IsHopByHop(name) || listed?.Contains(name) == true
+        if (IsHopByHop(name) || listed?.Contains(name) == true || allowed?.Contains(name) == false
             || (ContentHeaders.Contains(name) && (!head.HasBody || name.Equals("Content-Length", StringComparison.OrdinalIgnoreCase))))
         {
             return;
@@ -157,8 +161,12 @@ internal static class HeaderRules
         return false;
     }
 
-    /// <summary>Copies a native response's (or trailers') fields to the client, minus hop-by-hop fields and those Connection lists.</summary>
-    public static void CopyResponseHeaders(IReadOnlyList<KeyValuePair<string, string>> fields, IHeaderDictionary destination)
+    /// <summary>
+    /// Copies a native response's (or trailers') fields to the client, minus hop-by-hop fields and those Connection lists;
+    /// with <paramref name="allowed"/>, only the names it holds.
+    /// </summary>
+    public static void CopyResponseHeaders(IReadOnlyList<KeyValuePair<string, string>> fields, IHeaderDictionary destination,
+        IReadOnlySet<string>? allowed = null)
     {
         HashSet<string>? listed = null;
         for (var i = 0; i < fields.Count; i++) // indexed: foreach over the interface boxes the list's enumerator
@@ -172,7 +180,7 @@ internal static class HeaderRules
         for (var i = 0; i < fields.Count; i++)
         {
             var (name, value) = fields[i];
-            if (IsHopByHop(name) || listed?.Contains(name) == true)
+            if (IsHopByHop(name) || listed?.Contains(name) == true || allowed?.Contains(name) == false)
             {
                 continue;
             }
@@ -224,26 +232,27 @@ internal static class HeaderRules
         }
     }
 
-    /// <summary>Copies the backend's response headers (and content headers) to the client response.</summary>
-    public static void CopyResponseHeaders(HttpResponseMessage response, IHeaderDictionary destination)
+    /// <summary>Copies the backend's response headers (and content headers) to the client response; only the allowed ones when given.</summary>
+    public static void CopyResponseHeaders(HttpResponseMessage response, IHeaderDictionary destination, IReadOnlySet<string>? allowed = null)
     {
         var listed = response.Headers.TryGetValues("Connection", out var connection)
             ? ConnectionListed(new StringValues(connection.ToArray()))
             : null;
-        Copy(response.Headers, destination, listed);
-        Copy(response.Content.Headers, destination, listed);
+        Copy(response.Headers, destination, listed, allowed);
+        Copy(response.Content.Headers, destination, listed, allowed);
     }
 
-    /// <summary>Copies the backend's trailers to the client's trailers.</summary>
-    public static void CopyTrailers(HttpResponseMessage response, IHeaderDictionary destination) =>
-        Copy(response.TrailingHeaders, destination, null);
+    /// <summary>Copies the backend's trailers to the client's trailers; only the allowed ones when given.</summary>
+    public static void CopyTrailers(HttpResponseMessage response, IHeaderDictionary destination, IReadOnlySet<string>? allowed = null) =>
+        Copy(response.TrailingHeaders, destination, null, allowed);
 
-    private static void Copy(System.Net.Http.Headers.HttpHeaders source, IHeaderDictionary destination, HashSet<string>? listed)
+    private static void Copy(System.Net.Http.Headers.HttpHeaders source, IHeaderDictionary destination, HashSet<string>? listed,
+        IReadOnlySet<string>? allowed)
     {
         foreach (var header in source.NonValidated)
         {
             var name = header.Key;
-            if (IsHopByHop(name) || listed?.Contains(name) == true)
+            if (IsHopByHop(name) || listed?.Contains(name) == true || allowed?.Contains(name) == false)
             {
                 continue;
             }

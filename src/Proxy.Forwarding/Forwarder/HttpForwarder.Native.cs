@@ -140,7 +140,11 @@ internal sealed partial class HttpForwarder
                 // Step 6: status and headers to the client.
                 context.Response.StatusCode = call.StatusCode;
                 transformer.TransformResponseNative(context, call);
-                context.Features.Get<IHttpResponseBodyFeature>()?.DisableBuffering();
+                if (config.AllowResponseBuffering != true)
+                {
+                    context.Features.Get<IHttpResponseBodyFeature>()?.DisableBuffering();
+                }
+
                 var eventStream = IsEventStream(context.Response.ContentType);
                 if (config.ActivityTimeout is null && eventStream)
                 {

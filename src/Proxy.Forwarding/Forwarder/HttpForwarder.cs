@@ -123,7 +123,11 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
             // Step 5: status and headers to the client.
             context.Response.StatusCode = (int)response.StatusCode;
             var copyBody = await transformer.TransformResponseAsync(context, response, cancellation.Token).ConfigureAwait(false);
-            context.Features.Get<IHttpResponseBodyFeature>()?.DisableBuffering();
+            if (config.AllowResponseBuffering != true)
+            {
+                context.Features.Get<IHttpResponseBodyFeature>()?.DisableBuffering();
+            }
+
             var eventStream = IsEventStream(response);
             if (config.ActivityTimeout is null && eventStream)
             {

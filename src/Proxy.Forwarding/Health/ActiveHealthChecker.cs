@@ -76,7 +76,7 @@ internal sealed class ActiveHealthChecker(ProxyStateManager manager, ILogger<Act
     private async Task ProbeAsync(ClusterState cluster, DestinationState destination, ActiveHealthCheckConfig active, int threshold, CancellationToken cancellationToken)
     {
         var baseAddress = destination.Config.Health ?? destination.Config.Address;
-        var uri = new Uri(baseAddress.TrimEnd('/') + "/" + (active.Path ?? "").TrimStart('/'));
+        var uri = new Uri(baseAddress.TrimEnd('/') + "/" + (active.Path ?? "").TrimStart('/') + active.Query);
         bool healthy;
         try
         {
@@ -87,6 +87,12 @@ internal sealed class ActiveHealthChecker(ProxyStateManager manager, ILogger<Act
                 Version = cluster.RequestConfig.Version ?? System.Net.HttpVersion.Version20,
                 VersionPolicy = cluster.RequestConfig.VersionPolicy ?? HttpVersionPolicy.RequestVersionOrLower,
             };
+            if (destination.Config.Host is { } host)
+            {
+                // The probe asks for the same virtual host the destination's requests do.
+                request.Headers.Host = host;
+            }
+
             using var response = await cluster.Invoker.SendAsync(request, timeout.Token).ConfigureAwait(false);
             healthy = response.IsSuccessStatusCode;
         }

@@ -72,6 +72,7 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         }
 
         feature.DestinationId = destination.DestinationId;
+        feature.DestinationHost = destination.Config.Host;
         var destinationMetrics = destination.Metrics ??= metrics.ForDestination(clusterId, destination.DestinationId);
         var gate = destination.Gate;
         AdmissionResult admission;

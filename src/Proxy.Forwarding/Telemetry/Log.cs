@@ -64,6 +64,9 @@ internal static partial class Log
         _ => false,
     };
 
+    [LoggerMessage(30, LogLevel.Information, "Cluster '{ClusterId}' uses the HttpClient transport instead of the native relay: it sets {Keys}, which only HttpClient honours")]
+    public static partial void ClusterUsesHttpClient(ILogger logger, string clusterId, string keys);
+
     [LoggerMessage(8, LogLevel.Debug, "Event stream ended because the host is stopping (route '{RouteId}', cluster '{ClusterId}'); the client may reconnect elsewhere.")]
     public static partial void EventStreamEndedForShutdown(ILogger logger, string? routeId, string? clusterId);
 }

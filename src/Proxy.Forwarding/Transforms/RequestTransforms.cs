@@ -72,7 +72,15 @@ internal sealed class QueryParameterTransform(string name, string? value, bool a
         {
             context.Query.Remove(name);
         }
-        else if (append && context.Query.TryGetValue(name, out var existing))
+        else
+        {
+            SetOrAppend(context, name, value, append);
+        }
+    }
+
+    public static void SetOrAppend(RequestTransformContext context, string name, string value, bool append)
+    {
+        if (append && context.Query.TryGetValue(name, out var existing))
         {
             context.Query[name] = Microsoft.Extensions.Primitives.StringValues.Concat(existing, value);
         }

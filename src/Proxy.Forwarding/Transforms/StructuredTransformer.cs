@@ -4,31 +4,41 @@ using Proxy.Forwarding.Forwarder;
 
 namespace Proxy.Forwarding.Transforms;
 
-/// <summary>The transformer of a configured route: header copy, then the route's transforms in order.</summary>
+/// <summary>
+/// The transformer of a configured route: the copy steps (each all, none or an allow list), then the route's transforms in
+/// order. Both forwarder paths run the same steps: HttpRequestMessage/HttpResponseMessage for HttpClient, a request head
+/// and a backend call for the native relay.
+/// </summary>
 // Immutable; shared by all requests of one route.
 internal sealed class StructuredTransformer(
-    bool copyRequestHeaders,
+    HeaderCopy requestHeaders,
+    HeaderCopy responseHeaders,
+    HeaderCopy responseTrailers,
     bool useOriginalHost,
     IReadOnlyList<RequestTransform> requestTransforms,
     IReadOnlyList<ResponseHeaderTransform> responseTransforms) : HttpTransformer
 {
     public override ValueTask TransformRequestAsync(HttpContext httpContext, HttpRequestMessage proxyRequest, string destinationPrefix, CancellationToken cancellationToken)
     {
-        if (copyRequestHeaders)
+        if (requestHeaders.Enabled)
         {
-            HeaderRules.CopyRequestHeaders(httpContext, proxyRequest);
+            HeaderRules.CopyRequestHeaders(httpContext, proxyRequest, requestHeaders.Allowed);
         }
 
-        var context = new RequestTransformContext(httpContext, new MessageRequestHeaders(proxyRequest), destinationPrefix);
-        foreach (var transform in requestTransforms)
-        {
-            transform.Apply(context);
-        }
-
+        var context = ApplyRequestTransforms(httpContext, new MessageRequestHeaders(proxyRequest), destinationPrefix);
         proxyRequest.RequestUri = MakeDestinationAddress(destinationPrefix, context.Path, context.QueryString);
+        if (!string.Equals(context.Method, proxyRequest.Method.Method, StringComparison.Ordinal))
+        {
+            proxyRequest.Method = HttpMethod.Parse(context.Method);
+        }
+
         if (useOriginalHost && httpContext.Request.Host.HasValue)
         {
             proxyRequest.Headers.Host = httpContext.Request.Host.Value;
+        }
+        else if (proxyRequest.Headers.Host is null && DestinationHost(httpContext) is { } host)
+        {
+            proxyRequest.Headers.Host = host;
         }
 
         return ValueTask.CompletedTask;
@@ -36,78 +46,98 @@ internal sealed class StructuredTransformer(
 
     internal override bool TryTransformRequestNative(HttpContext httpContext, ForwarderRequestHead head, NativeDestination destination)
     {
-        if (copyRequestHeaders)
+        if (requestHeaders.Enabled)
         {
-            HeaderRules.CopyRequestHeaders(httpContext, head);
+            HeaderRules.CopyRequestHeaders(httpContext, head, requestHeaders.Allowed);
         }
 
-        var context = new RequestTransformContext(httpContext, new HeadRequestHeaders(head), destination.Prefix);
-        foreach (var transform in requestTransforms)
-        {
-            transform.Apply(context);
-        }
-
+        var context = ApplyRequestTransforms(httpContext, new HeadRequestHeaders(head), destination.Prefix);
         head.PathAndQuery = destination.Target(context.Path, context.QueryString);
+        head.Method = context.Method;
         if (useOriginalHost && httpContext.Request.Host.HasValue)
         {
             head.Authority = httpContext.Request.Host.Value;
+        }
+        else if (DestinationHost(httpContext) is { } host && !head.Headers.Exists(f => f.Key.Equals("Host", StringComparison.OrdinalIgnoreCase)))
+        {
+            // A Host field a transform set becomes the authority later (the forwarder's TakeHostField) and wins over this.
+            head.Authority = host;
         }
 
         return true;
     }
 
+    // YARP's destination Host: a fallback when no transform chose the host.
+    private static string? DestinationHost(HttpContext httpContext) =>
+        (httpContext.Features.Get<IReverseProxyFeature>() as ReverseProxyFeature)?.DestinationHost;
+
+    private RequestTransformContext ApplyRequestTransforms(HttpContext httpContext, ProxyRequestHeaders headers, string destinationPrefix)
+    {
+        var context = new RequestTransformContext(httpContext, headers, destinationPrefix);
+        foreach (var transform in requestTransforms)
+        {
+            transform.Apply(context);
+        }
+
+        return context;
+    }
+
     internal override void TransformResponseNative(HttpContext httpContext, ForwarderBackendCall? call)
     {
-        base.TransformResponseNative(httpContext, call);
-        foreach (var transform in responseTransforms)
+        if (call is not null && responseHeaders.Enabled)
         {
-            if (!transform.IsTrailer)
-            {
-                transform.Apply(httpContext, httpContext.Response.Headers, call is not null);
-            }
+            HeaderRules.CopyResponseHeaders(call.ResponseHeaders, httpContext.Response.Headers, responseHeaders.Allowed);
         }
+
+        ApplyResponseTransforms(httpContext, httpContext.Response.Headers, trailers: false, call is not null);
     }
 
     internal override void TransformResponseTrailersNative(HttpContext httpContext, ForwarderBackendCall call)
     {
-        base.TransformResponseTrailersNative(httpContext, call);
         if (httpContext.Features.Get<IHttpResponseTrailersFeature>()?.Trailers is { IsReadOnly: false } trailers)
         {
-            foreach (var transform in responseTransforms)
+            if (responseTrailers.Enabled && call.ResponseTrailers.Count > 0)
             {
-                if (transform.IsTrailer)
-                {
-                    transform.Apply(httpContext, trailers, hasResponse: true);
-                }
+                HeaderRules.CopyResponseHeaders(call.ResponseTrailers, trailers, responseTrailers.Allowed);
             }
+
+            ApplyResponseTransforms(httpContext, trailers, trailers: true, hasResponse: true);
         }
     }
 
-    public override async ValueTask<bool> TransformResponseAsync(HttpContext httpContext, HttpResponseMessage? proxyResponse, CancellationToken cancellationToken)
+    public override ValueTask<bool> TransformResponseAsync(HttpContext httpContext, HttpResponseMessage? proxyResponse, CancellationToken cancellationToken)
     {
-        var copyBody = await base.TransformResponseAsync(httpContext, proxyResponse, cancellationToken).ConfigureAwait(false);
+        if (proxyResponse is not null && responseHeaders.Enabled)
+        {
+            HeaderRules.CopyResponseHeaders(proxyResponse, httpContext.Response.Headers, responseHeaders.Allowed);
+        }
+
+        ApplyResponseTransforms(httpContext, httpContext.Response.Headers, trailers: false, proxyResponse is not null);
+        return ValueTask.FromResult(true);
+    }
+
+    public override ValueTask TransformResponseTrailersAsync(HttpContext httpContext, HttpResponseMessage proxyResponse, CancellationToken cancellationToken)
+    {
+        if (httpContext.Features.Get<IHttpResponseTrailersFeature>()?.Trailers is { IsReadOnly: false } trailers)
+        {
+            if (responseTrailers.Enabled)
+            {
+                HeaderRules.CopyTrailers(proxyResponse, trailers, responseTrailers.Allowed);
+            }
+
+            ApplyResponseTransforms(httpContext, trailers, trailers: true, hasResponse: true);
+        }
+
+        return ValueTask.CompletedTask;
+    }
+
+    private void ApplyResponseTransforms(HttpContext httpContext, IHeaderDictionary headers, bool trailers, bool hasResponse)
+    {
         foreach (var transform in responseTransforms)
         {
-            if (!transform.IsTrailer)
+            if (transform.IsTrailer == trailers)
             {
-                transform.Apply(httpContext, httpContext.Response.Headers, proxyResponse is not null);
-            }
-        }
-
-        return copyBody;
-    }
-
-    public override async ValueTask TransformResponseTrailersAsync(HttpContext httpContext, HttpResponseMessage proxyResponse, CancellationToken cancellationToken)
-    {
-        await base.TransformResponseTrailersAsync(httpContext, proxyResponse, cancellationToken).ConfigureAwait(false);
-        if (httpContext.Features.Get<IHttpResponseTrailersFeature>()?.Trailers is { IsReadOnly: false } trailers)
-        {
-            foreach (var transform in responseTransforms)
-            {
-                if (transform.IsTrailer)
-                {
-                    transform.Apply(httpContext, trailers, hasResponse: true);
-                }
+                transform.Apply(httpContext, headers, hasResponse);
             }
         }
     }

@@ -92,6 +92,9 @@ internal sealed class RequestTransformContext(HttpContext httpContext, ProxyRequ
 
     public PathString Path { get; set; } = httpContext.Request.Path;
 
+    /// <summary>The method the backend request will carry (HttpMethodChange changes it).</summary>
+    public string Method { get; set; } = httpContext.Request.Method;
+
     /// <summary>The query, materialised only when a transform touches it.</summary>
     public Dictionary<string, StringValues> Query =>
         _query ??= HttpContext.Request.Query.ToDictionary(q => q.Key, q => q.Value, StringComparer.OrdinalIgnoreCase);

@@ -35,13 +35,16 @@ internal static class TransformFactory
             builder.Request.Add(new XForwardedTransform("X-Forwarded-", ForwardedAction.Set, ForwardedAction.Set, ForwardedAction.Set, ForwardedAction.Set));
         }
 
-        return new StructuredTransformer(builder.CopyRequestHeaders, builder.UseOriginalHost, builder.Request, builder.Response);
+        return new StructuredTransformer(builder.RequestHeaders, builder.ResponseHeaders, builder.ResponseTrailers, builder.UseOriginalHost,
+            builder.Request, builder.Response);
     }
 
     // Owned by one Build or Validate call.
     private sealed class Builder
     {
-        public bool CopyRequestHeaders = true;
+        public HeaderCopy RequestHeaders = HeaderCopy.All;
+        public HeaderCopy ResponseHeaders = HeaderCopy.All;
+        public HeaderCopy ResponseTrailers = HeaderCopy.All;
         public bool UseOriginalHost;
         public bool ForwardedConfigured;
         public readonly List<RequestTransform> Request = [];
@@ -87,7 +90,47 @@ internal static class TransformFactory
         }
         else if (d.TryGetValue("RequestHeadersCopy", out v) && Only(d, path, errors, "RequestHeadersCopy") && Bool(v, path, "RequestHeadersCopy", errors, out var copy))
         {
-            b.CopyRequestHeaders = copy;
+            b.RequestHeaders = copy ? HeaderCopy.All : HeaderCopy.None;
+        }
+        else if (d.TryGetValue("RequestHeadersAllowed", out v) && Only(d, path, errors, "RequestHeadersAllowed") && Tokens(v, path, "RequestHeadersAllowed", errors, out var names))
+        {
+            b.RequestHeaders = HeaderCopy.Only(names);
+        }
+        else if (d.TryGetValue("ResponseHeadersCopy", out v) && Only(d, path, errors, "ResponseHeadersCopy") && Bool(v, path, "ResponseHeadersCopy", errors, out copy))
+        {
+            b.ResponseHeaders = copy ? HeaderCopy.All : HeaderCopy.None;
+        }
+        else if (d.TryGetValue("ResponseHeadersAllowed", out v) && Only(d, path, errors, "ResponseHeadersAllowed") && Tokens(v, path, "ResponseHeadersAllowed", errors, out names))
+        {
+            b.ResponseHeaders = HeaderCopy.Only(names);
+        }
+        else if (d.TryGetValue("ResponseTrailersCopy", out v) && Only(d, path, errors, "ResponseTrailersCopy") && Bool(v, path, "ResponseTrailersCopy", errors, out copy))
+        {
+            b.ResponseTrailers = copy ? HeaderCopy.All : HeaderCopy.None;
+        }
+        else if (d.TryGetValue("ResponseTrailersAllowed", out v) && Only(d, path, errors, "ResponseTrailersAllowed") && Tokens(v, path, "ResponseTrailersAllowed", errors, out names))
+        {
+            b.ResponseTrailers = HeaderCopy.Only(names);
+        }
+        else if (d.TryGetValue("HttpMethodChange", out v) && Only(d, path, errors, "HttpMethodChange", "Set")
+            && Required(d, path, "HttpMethodChange", "Set", errors, out var to)
+            && Token(v, path, "HttpMethodChange", errors) & Token(to, path, "Set", errors))
+        {
+            b.Request.Add(new HttpMethodChangeTransform(v, to));
+        }
+        else if (d.TryGetValue("QueryRouteParameter", out v) && SetOrAppend(d, path, errors, "QueryRouteParameter", out value, out append)
+            && NotEmpty(value, path, append ? "Append" : "Set", errors))
+        {
+            b.Request.Add(new QueryRouteParameterTransform(v, value!, append));
+        }
+        else if (d.TryGetValue("RequestHeaderRouteValue", out v) && SetOrAppend(d, path, errors, "RequestHeaderRouteValue", out value, out append)
+            && Token(v, path, "RequestHeaderRouteValue", errors) & NotEmpty(value, path, append ? "Append" : "Set", errors))
+        {
+            b.Request.Add(new RequestHeaderRouteValueTransform(v, value!, append));
+        }
+        else if (d.TryGetValue("ClientCert", out v) && Only(d, path, errors, "ClientCert") && Token(v, path, "ClientCert", errors))
+        {
+            b.Request.Add(new ClientCertTransform(v));
         }
         else if (d.TryGetValue("RequestHeaderOriginalHost", out v) && Only(d, path, errors, "RequestHeaderOriginalHost") && Bool(v, path, "RequestHeaderOriginalHost", errors, out var original))
         {
@@ -145,7 +188,9 @@ internal static class TransformFactory
     private static bool IsKnown(Dictionary<string, string> d) =>
         d.Keys.Any(k => k is "PathPrefix" or "PathRemovePrefix" or "PathSet" or "PathPattern" or "QueryValueParameter"
             or "QueryRemoveParameter" or "RequestHeader" or "RequestHeaderRemove" or "RequestHeadersCopy" or "RequestHeaderOriginalHost"
-            or "ResponseHeader" or "ResponseTrailer" or "ResponseHeaderRemove" or "ResponseTrailerRemove" or "X-Forwarded" or "Forwarded");
+            or "ResponseHeader" or "ResponseTrailer" or "ResponseHeaderRemove" or "ResponseTrailerRemove" or "X-Forwarded" or "Forwarded"
+            or "RequestHeadersAllowed" or "ResponseHeadersCopy" or "ResponseHeadersAllowed" or "ResponseTrailersCopy" or "ResponseTrailersAllowed"
+            or "HttpMethodChange" or "QueryRouteParameter" or "RequestHeaderRouteValue" or "ClientCert");
 
     private static bool Only(Dictionary<string, string> d, string path, List<string> errors, params string[] allowed)
     {
@@ -212,6 +257,56 @@ internal static class TransformFactory
         errors.Add($"{path}:{key}: '{text}' is not 'true' or 'false'.");
         return false;
     }
+
+    private static bool Required(Dictionary<string, string> d, string path, string kind, string key, List<string> errors, out string value)
+    {
+        if (d.TryGetValue(key, out value!))
+        {
+            return true;
+        }
+
+        errors.Add($"{path}: transform '{kind}' needs '{key}'.");
+        return false;
+    }
+
+    private static bool NotEmpty(string? text, string path, string key, List<string> errors)
+    {
+        if (!string.IsNullOrWhiteSpace(text))
+        {
+            return true;
+        }
+
+        errors.Add($"{path}:{key}: a route value name is required.");
+        return false;
+    }
+
+    // RFC 9110 §5.1 and §9.1: field names and methods are tokens.
+    private static bool Token(string text, string path, string key, List<string> errors)
+    {
+        if (IsToken(text))
+        {
+            return true;
+        }
+
+        errors.Add($"{path}:{key}: '{text}' is not a valid token (RFC 9110 §5.6.2).");
+        return false;
+    }
+
+    private static bool Tokens(string text, string path, string key, List<string> errors, out string[] names)
+    {
+        names = HeaderCopy.ParseList(text);
+        var bad = names.Where(n => !IsToken(n)).ToList();
+        if (bad.Count == 0)
+        {
+            return true;
+        }
+
+        errors.Add($"{path}:{key}: '{string.Join("', '", bad)}' is not a valid header name (expected names separated by ';').");
+        return false;
+    }
+
+    private static bool IsToken(string text) =>
+        text.Length > 0 && text.All(c => c < 0x7F && (char.IsAsciiLetterOrDigit(c) || "!#$%&'*+-.^_`|~".Contains(c)));
 
     private static bool Path(string text, string path, string key, List<string> errors)
     {

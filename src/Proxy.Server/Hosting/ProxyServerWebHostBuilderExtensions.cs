@@ -26,7 +26,12 @@ public static class ProxyServerWebHostBuilderExtensions
             // Replace, not add: the default WebApplication builder registered Kestrel already.
             services.RemoveAll<IServer>();
             services.AddSingleton<IServer, ProxyServer>();
-            services.AddOptions<ProxyServerOptions>().Bind(context.Configuration.GetSection(ConfigurationSectionName));
+            var section = context.Configuration.GetSection(ConfigurationSectionName);
+            services.AddOptions<ProxyServerOptions>().Bind(section).Configure(options =>
+            {
+                options.Configuration ??= section;
+                options.ContentRootPath ??= context.HostingEnvironment.ContentRootPath;
+            });
             if (configure is not null)
             {
                 services.Configure(configure);

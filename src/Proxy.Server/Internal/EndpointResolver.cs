@@ -17,26 +17,27 @@ internal static class EndpointResolver
     /// Every error names the URL and where listen URLs come from, so a typo in <c>--urls</c> is a message
     /// rather than the <see cref="ArgumentOutOfRangeException"/> of an <see cref="IPEndPoint"/>.
     /// </remarks>
-    public static ListenOptions Parse(string url, ILogger logger)
+    /// <param name="source">Where the URL came from, for errors (the config key of an <c>Endpoints:{name}:Url</c>); null = the host's URLs.</param>
+    public static ListenOptions Parse(string url, ILogger logger, string? source = null)
     {
         if (ListenUrl.FindProblem(url) is { } problem)
         {
-            throw new InvalidOperationException($"{Describe(url)}: {problem}.");
+            throw new InvalidOperationException($"{Describe(url, source)}: {problem}.");
         }
 
         var address = BindingAddress.Parse(url);
         if (address.IsUnixPipe || address.IsNamedPipe)
         {
-            throw new NotSupportedException($"{Describe(url)}: Unix sockets and named pipes are not supported.");
+            throw new NotSupportedException($"{Describe(url, source)}: Unix sockets and named pipes are not supported.");
         }
         var https = string.Equals(address.Scheme, "https", StringComparison.OrdinalIgnoreCase);
         if (!https && !string.Equals(address.Scheme, "http", StringComparison.OrdinalIgnoreCase))
         {
-            throw new InvalidOperationException($"{Describe(url)}: only http and https URLs are supported.");
+            throw new InvalidOperationException($"{Describe(url, source)}: only http and https URLs are supported.");
         }
         if (address.PathBase.Length > 0)
         {
-            throw new InvalidOperationException($"{Describe(url)}: a path base is not supported in a listen URL; use UsePathBase.");
+            throw new InvalidOperationException($"{Describe(url, source)}: a path base is not supported in a listen URL; use UsePathBase.");
         }
 
         var host = address.Host;
@@ -67,7 +68,8 @@ internal static class EndpointResolver
     }
 
     /// <summary>The URL and where it came from: the host's <c>urls</c> setting.</summary>
-    private static string Describe(string url) => $"Listen URL '{url}' (from --urls, ASPNETCORE_URLS or the 'urls' setting)";
+    private static string Describe(string url, string? source) =>
+        source is null ? $"Listen URL '{url}' (from --urls, ASPNETCORE_URLS or the 'urls' setting)" : $"{source}: '{url}'";
 
     private static IPAddress AnyAddress() => Socket.OSSupportsIPv6 ? IPAddress.IPv6Any : IPAddress.Any;
 }

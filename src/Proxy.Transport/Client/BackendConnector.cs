@@ -19,6 +19,9 @@ public sealed class BackendTlsOptions
     /// <summary>Skips certificate validation (the cluster's DangerousAcceptAnyServerCertificate). Off by default.</summary>
     public bool DangerousAcceptAnyServerCertificate { get; set; }
 
+    /// <summary>TLS versions offered (the cluster's SslProtocols); None = the platform's default.</summary>
+    public System.Security.Authentication.SslProtocols EnabledSslProtocols { get; set; }
+
     /// <summary>Extra validation, or null for the platform's (chain and name).</summary>
     public RemoteCertificateValidationCallback? RemoteCertificateValidation { get; set; }
 }
@@ -117,6 +120,7 @@ public static class BackendConnector
             {
                 TargetHost = tls.TargetHost ?? host,
                 ApplicationProtocols = tls.ApplicationProtocols,
+                EnabledSslProtocols = tls.EnabledSslProtocols,
                 RemoteCertificateValidationCallback = tls.DangerousAcceptAnyServerCertificate
                     ? static (_, _, _, _) => true
                     : tls.RemoteCertificateValidation,

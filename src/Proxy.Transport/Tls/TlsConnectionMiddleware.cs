@@ -20,7 +20,7 @@ public sealed partial class TlsConnectionMiddleware
     private readonly TlsServerOptions _options;
     private readonly ILogger _logger;
     private readonly TimeProvider _time;
-    private readonly SslStreamCertificateContext _certificateContext;
+    private readonly SslStreamCertificateContext? _certificateContext;
     private readonly ITlsHandshakeMetrics? _metrics;
 
     /// <param name="metrics">Where handshakes are counted and timed, or null.</param>
@@ -29,9 +29,12 @@ public sealed partial class TlsConnectionMiddleware
     {
         ArgumentNullException.ThrowIfNull(next);
         ArgumentNullException.ThrowIfNull(options);
-        var certificate = options.ServerCertificate
-            ?? throw new ArgumentException("TlsServerOptions.ServerCertificate is required.", nameof(options));
-        if (!certificate.HasPrivateKey)
+        var certificate = options.ServerCertificate;
+        if (certificate is null && options.ServerCertificateSelector is null)
+        {
+            throw new ArgumentException("TlsServerOptions.ServerCertificate or ServerCertificateSelector is required.", nameof(options));
+        }
+        if (certificate is { HasPrivateKey: false })
         {
             throw new ArgumentException($"The certificate '{certificate.Subject}' has no private key.", nameof(options));
         }
@@ -44,8 +47,10 @@ public sealed partial class TlsConnectionMiddleware
         _logger = logger ?? NullLogger.Instance;
         _time = time ?? TimeProvider.System;
         _metrics = metrics;
-        // Built once: chain building per handshake is expensive.
-        _certificateContext = SslStreamCertificateContext.Create(certificate, additionalCertificates: null, offline: true);
+        // Built once: chain building per handshake is expensive. A selector brings contexts it built the same way.
+        _certificateContext = options.ServerCertificateSelector is null
+            ? SslStreamCertificateContext.Create(certificate!, additionalCertificates: null, offline: true)
+            : null;
     }
 
     /// <summary>Middleware form for <see cref="IConnectionBuilder"/>.Use.</summary>
@@ -113,7 +118,22 @@ public sealed partial class TlsConnectionMiddleware
         var counted = _metrics?.HandshakeStarted(context) ?? false;
         try
         {
-            await sslStream.AuthenticateAsServerAsync(authOptions, linked.Token).ConfigureAwait(false);
+            if (_options.ServerCertificateSelector is { } select)
+            {
+                // The certificate is chosen once the ClientHello (and its SNI name) is in: per name, and the current one
+                // of a certificate that reloads when its files change.
+                await sslStream.AuthenticateAsServerAsync((_, hello, _, _) =>
+                {
+                    authOptions.ServerCertificateContext = select(hello.ServerName is { Length: > 0 } name ? name : null)
+                        ?? throw new AuthenticationException($"No certificate for the server name '{hello.ServerName}'.");
+                    return ValueTask.FromResult(authOptions);
+                }, null, linked.Token).ConfigureAwait(false);
+            }
+            else
+            {
+                await sslStream.AuthenticateAsServerAsync(authOptions, linked.Token).ConfigureAwait(false);
+            }
+
             _metrics?.HandshakeEnded(context, counted, _time.GetElapsedTime(start), sslStream.SslProtocol, error: null, timedOut: false);
             return true;
         }

@@ -19,6 +19,13 @@ public sealed class TlsServerOptions
     /// <summary>The server certificate (with private key).</summary>
     public X509Certificate2? ServerCertificate { get; set; }
 
+    /// <summary>
+    /// Chooses the certificate per handshake from the client's SNI host name (null when it sent none): an SNI map, or a
+    /// certificate that is reloaded when its files change. Wins over <see cref="ServerCertificate"/>. Returning null fails
+    /// the handshake (no certificate for that name).
+    /// </summary>
+    public Func<string?, SslStreamCertificateContext?>? ServerCertificateSelector { get; set; }
+
     /// <summary>ALPN protocols offered, in preference order (RFC 7301). Defaults to "h2", "http/1.1".</summary>
     public List<SslApplicationProtocol> ApplicationProtocols { get; set; } =
         [SslApplicationProtocol.Http2, SslApplicationProtocol.Http11];

@@ -1,5 +1,8 @@
 using System.Text.Json;
 using Microsoft.AspNetCore.Builder;
+using Microsoft.AspNetCore.Hosting;
+using Microsoft.Extensions.DependencyInjection;
+using Microsoft.Extensions.Logging;
 using Microsoft.AspNetCore.Http;
 
 namespace Proxy.Forwarding.Tests.Infrastructure;
@@ -25,6 +28,41 @@ public static class Backends
             context.Response.Headers["x-backend"] = "echo";
             await context.Response.WriteAsJsonAsync(echo, context.RequestAborted);
         }), protocol);
+
+    /// <summary>
+    /// A backend on TLS 1.2 and 1.3 with a throwaway certificate (clusters reach it with DangerousAcceptAnyServerCertificate);
+    /// <paramref name="serverName"/> sees each handshake's SNI name.
+    /// </summary>
+    public static Task<TestApp> StartTlsAsync(RequestDelegate handler, Action<string?>? serverName = null)
+    {
+        using var key = System.Security.Cryptography.RSA.Create(2048);
+        var request = new System.Security.Cryptography.X509Certificates.CertificateRequest("CN=localhost", key,
+            System.Security.Cryptography.HashAlgorithmName.SHA256, System.Security.Cryptography.RSASignaturePadding.Pkcs1);
+        var certificate = request.CreateSelfSigned(DateTimeOffset.UtcNow.AddDays(-1), DateTimeOffset.UtcNow.AddDays(1));
+        return StartKestrelAsync(o => o.Listen(System.Net.IPAddress.Loopback, 0, l => l.UseHttps(new Microsoft.AspNetCore.Server.Kestrel.Https.HttpsConnectionAdapterOptions
+        {
+            SslProtocols = System.Security.Authentication.SslProtocols.Tls12 | System.Security.Authentication.SslProtocols.Tls13,
+            ServerCertificateSelector = (_, name) =>
+            {
+                serverName?.Invoke(name);
+                return certificate;
+            },
+        })), handler);
+    }
+
+    /// <summary>A backend whose Kestrel options the test chooses (<see cref="ProxyTestHost.StartBackendAsync"/> fixes them).</summary>
+    public static async Task<TestApp> StartKestrelAsync(Action<Microsoft.AspNetCore.Server.Kestrel.Core.KestrelServerOptions> kestrel, RequestDelegate handler)
+    {
+        var builder = WebApplication.CreateSlimBuilder();
+        builder.Logging.ClearProviders();
+        builder.WebHost.UseKestrel(kestrel);
+        var app = builder.Build();
+        app.Run(handler);
+        await app.StartAsync();
+        var address = app.Services.GetRequiredService<Microsoft.AspNetCore.Hosting.Server.IServer>()
+            .Features.Get<Microsoft.AspNetCore.Hosting.Server.Features.IServerAddressesFeature>()!.Addresses.First();
+        return new TestApp(app, new Uri(address + "/"), TestProtocol.Http1);
+    }
 
     public static async Task<EchoResult> ReadEchoAsync(this HttpResponseMessage response)
     {

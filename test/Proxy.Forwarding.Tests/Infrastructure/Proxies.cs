@@ -11,16 +11,20 @@ public static class Proxies
     /// Called when the server is done with each request (the response's OnCompleted): after the forwarder returned, so
     /// after its outcome was recorded (passive health, the destination's request count).
     /// </param>
+    /// <param name="configure">More for the builder (loggers, server options), after the proxy's configuration.</param>
+    /// <param name="middleware">Middleware in front of the proxy's endpoints.</param>
     public static Task<TestApp> StartConfiguredAsync(ProxyConfigDictionary config, TestProtocol protocol = TestProtocol.Http1,
-        Action? requestCompleted = null) =>
+        Action? requestCompleted = null, Action<WebApplicationBuilder>? configure = null, Action<WebApplication>? middleware = null) =>
         ProxyTestHost.StartProxyAsync(
             b =>
             {
                 b.Configuration.AddInMemoryCollection(config);
                 b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+                configure?.Invoke(b);
             },
             app =>
             {
+                middleware?.Invoke(app);
                 if (requestCompleted is not null)
                 {
                     app.Use((context, next) =>

@@ -1,4 +1,5 @@
 using System.Net;
+using System.Security.Cryptography.X509Certificates;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Hosting;
 using Microsoft.AspNetCore.Hosting.Server.Features;
@@ -55,11 +56,30 @@ public static class ProxyTestHost
     public static Task<TestApp> StartProxyAsync(Action<WebApplicationBuilder> configure, Action<WebApplication> map, TestProtocol protocol = TestProtocol.Http1) =>
         StartAsync(configure, map, protocol, UseServer);
 
+    /// <summary>
+    /// Starts a proxy app on TLS (h2 and http/1.1 by ALPN) with <paramref name="certificate"/>, asking clients for a
+    /// certificate and accepting any they present (for transforms that read it).
+    /// </summary>
+    public static Task<TestApp> StartTlsProxyAsync(Action<WebApplicationBuilder> configure, Action<WebApplication> map, X509Certificate2 certificate) =>
+        StartAsync(configure, map, TestProtocol.Http2, (builder, _) => UseServerOnTls(builder, certificate));
+
     /// <summary>Starts a backend. Backends always run on Kestrel: they are the fixed reference peer.</summary>
     public static Task<TestApp> StartBackendAsync(Action<WebApplication> map, TestProtocol protocol = TestProtocol.Http1) =>
         StartAsync(_ => { }, map, protocol, UseKestrel);
 
 #if PROXY_SERVER
+    private static void UseServerOnTls(WebApplicationBuilder builder, X509Certificate2 certificate)
+    {
+        builder.WebHost.UseProxyServer(o => o.Listen(IPAddress.Loopback, 0, l => l.UseHttps(certificate, tls =>
+        {
+            tls.ClientCertificateMode = Proxy.Transport.Tls.ClientCertificateMode.AllowCertificate;
+            tls.ClientCertificateValidation = (_, _, _) => true;
+        })));
+#if NATIVE_RELAY
+        Proxy.Relay.NativeRelayExtensions.AddNativeRelay(builder.Services);
+#endif
+    }
+
     private static void UseServer(WebApplicationBuilder builder, TestProtocol protocol)
     {
         builder.WebHost.UseProxyServer(o =>
@@ -74,6 +94,14 @@ public static class ProxyTestHost
     }
 #else
     private static void UseServer(WebApplicationBuilder builder, TestProtocol protocol) => UseKestrel(builder, protocol);
+
+    private static void UseServerOnTls(WebApplicationBuilder builder, X509Certificate2 certificate) =>
+        builder.WebHost.UseKestrel(o => o.Listen(IPAddress.Loopback, 0, l => l.UseHttps(new Microsoft.AspNetCore.Server.Kestrel.Https.HttpsConnectionAdapterOptions
+        {
+            ServerCertificate = certificate,
+            ClientCertificateMode = Microsoft.AspNetCore.Server.Kestrel.Https.ClientCertificateMode.AllowCertificate,
+            ClientCertificateValidation = (_, _, _) => true,
+        })));
 #endif
 
     private static void UseKestrel(WebApplicationBuilder builder, TestProtocol protocol) =>
