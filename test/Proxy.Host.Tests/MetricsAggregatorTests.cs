@@ -54,7 +54,7 @@ public sealed class MetricsAggregatorTests : IDisposable
     {
         using var aggregator = new MetricsAggregator(Factory);
         var duration = Factory.Create("Proxy.Forwarding").CreateHistogram<double>("proxy.forwarding.request.duration");
-        duration.Record(1000); // nobody watches: counted, value not kept
+        duration.Record(1000); // nobody watches: not read at all (counters and histograms cost only while watched)
         using (aggregator.Watch())
         {
             for (var i = 1; i <= 100; i++)
@@ -64,7 +64,7 @@ public sealed class MetricsAggregatorTests : IDisposable
         }
 
         var totals = aggregator.Find("proxy.forwarding.request.duration")!;
-        Assert.Equal(101, totals.Total);
+        Assert.Equal(100, totals.Total);
         Assert.Equal([50, 99], totals.Percentiles(TimeSpan.FromMinutes(1), 0.5, 0.99)!);
     }
 
@@ -72,6 +72,7 @@ public sealed class MetricsAggregatorTests : IDisposable
     public void Meters_OfAnotherAppsFactory_Ignored()
     {
         using var aggregator = new MetricsAggregator(Factory);
+        using var watch = aggregator.Watch();
         using var otherApp = new ServiceCollection().AddMetrics().BuildServiceProvider();
         var other = otherApp.GetRequiredService<IMeterFactory>().Create("Proxy.Forwarding").CreateCounter<long>("proxy.forwarding.requests");
         var ours = Factory.Create("Proxy.Forwarding").CreateCounter<long>("proxy.forwarding.requests");
@@ -80,6 +81,28 @@ public sealed class MetricsAggregatorTests : IDisposable
         ours.Add(1);
 
         Assert.Equal(1, aggregator.Find("proxy.forwarding.requests")!.Total);
+    }
+
+    [Fact]
+    public void Counters_ReadOnlyWhileWatched_LevelsAlways()
+    {
+        using var aggregator = new MetricsAggregator(Factory);
+        var meter = Factory.Create("Proxy.Forwarding");
+        var requests = meter.CreateCounter<long>("proxy.forwarding.requests");
+        var active = meter.CreateUpDownCounter<long>("proxy.forwarding.active_requests");
+
+        requests.Add(5); // nobody watches
+        active.Add(2);
+        using (aggregator.Watch())
+        {
+            requests.Add(1);
+            active.Add(-1);
+        }
+        requests.Add(7); // nobody watches again
+        active.Add(1);
+
+        Assert.Equal(1, aggregator.Find("proxy.forwarding.requests")!.Total);
+        Assert.Equal(2, aggregator.Find("proxy.forwarding.active_requests")!.Total); // 2 - 1 + 1: a level never misses a change
     }
 
     public void Dispose() => _services.Dispose();
