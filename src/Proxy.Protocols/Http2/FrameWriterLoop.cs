@@ -6,8 +6,8 @@ namespace Proxy.Protocols.Http2;
 
 /// <summary>
 /// The single writer of one connection. It is the only reader of the bounded writer channel and owns:
-/// the HPACK encoder and its dynamic table, the outbound flow-control windows (connection and per stream),
-/// the round-robin scheduler of streams with pending output, and the transport write.
+/// the HPACK encoder and its dynamic table, the outbound flow-control windows (<see cref="SendWindows"/>),
+/// the round-robin scheduler of streams with pending output (<see cref="StreamScheduler"/>), and the transport write.
 ///
 /// Each pass: take every queued message (control frames are written at once, streams join the ready queue),
 /// give each ready stream one turn (its HEADERS and at most one DATA frame), and flush the transport once
@@ -21,23 +21,18 @@ namespace Proxy.Protocols.Http2;
 // Owned by the frame-writer loop.
 internal sealed partial class FrameWriterLoop
 {
-    private const int DefaultWindow = 65_535;
-
     private readonly IHttp2WriterOwner _connection;
     private readonly Http2Options _options;
     private readonly ChannelReader<WriterMessage> _messages;
     private readonly CountingBufferWriter _output;
     private readonly HpackEncoder _encoder;
     private readonly ArrayBufferWriter<byte> _headerBlock = new(1024);
-    private readonly Queue<IHttp2OutputSource> _ready = new();
-    private readonly List<IHttp2OutputSource> _connectionBlocked = new();
-    private readonly HashSet<IHttp2OutputSource> _streamsWithWindow = new();
+    private readonly StreamScheduler _scheduler;
+    private readonly SendWindows _windows;
     private readonly TimeProvider _time;
     private ITimer? _flushTimer;
     private int _flushTimedOut; // set by the flush timer (any thread)
 
-    private long _connectionWindow = DefaultWindow;
-    private int _peerInitialWindow = DefaultWindow;
     private int _peerMaxFrameSize = 16_384;
     private bool _transportClosed;
     private volatile bool _dropStreamOutput; // set by the read loop when the connection closes
@@ -57,6 +52,8 @@ internal sealed partial class FrameWriterLoop
         _messages = messages;
         _output = new CountingBufferWriter(output);
         _encoder = new HpackEncoder(Math.Min(4096, options.MaxEncoderHeaderTableSize));
+        _scheduler = new StreamScheduler(ServiceStream);
+        _windows = new SendWindows(_scheduler, time, metrics);
     }
 
     public async Task RunAsync()
@@ -79,9 +76,9 @@ internal sealed partial class FrameWriterLoop
                         await FlushAsync();
                     }
                 }
-                if (_ready.Count > 0)
+                if (_scheduler.HasReady)
                 {
-                    ServiceReadyStreams();
+                    _scheduler.ServicePass();
                     if (_output.Unflushed >= _options.MaxWriteBatchSize)
                     {
                         await FlushAsync();
@@ -193,7 +190,7 @@ internal sealed partial class FrameWriterLoop
         }
         Http2FrameWriter.WriteSettings(_output, settings[..count]);
         _output.Frames++;
-        var raise = _options.InitialConnectionWindowSize - DefaultWindow;
+        var raise = _options.InitialConnectionWindowSize - SendWindows.DefaultWindow;
         if (raise > 0)
         {
             Http2FrameWriter.WriteWindowUpdate(_output, 0, raise);
@@ -228,7 +225,7 @@ internal sealed partial class FrameWriterLoop
         switch (message.Kind)
         {
             case WriterMessageKind.StreamOutput:
-                Schedule(message.Stream!);
+                _scheduler.Schedule(message.Stream!);
                 break;
             case WriterMessageKind.PeerSettings:
                 // RFC 9113 §6.5.3: SETTINGS we reject with a connection error are not acknowledged.
@@ -251,7 +248,10 @@ internal sealed partial class FrameWriterLoop
                 _output.Frames++;
                 break;
             case WriterMessageKind.PeerWindowUpdate:
-                ApplyPeerWindowUpdate(message.Stream, (int)message.Value);
+                if (_windows.ApplyWindowUpdate(message.Stream, (int)message.Value) is { } windowError)
+                {
+                    _connection.PostEvent(ReadLoopEvent.Error(windowError));
+                }
                 break;
             case WriterMessageKind.RstStream:
                 if (message.Stream is { IsLocallyInitiated: true } unopened && !unopened.Send.HeadersSent)
@@ -309,27 +309,6 @@ internal sealed partial class FrameWriterLoop
         _metrics?.StreamReset(sent: true, code);
     }
 
-    private void Schedule(IHttp2OutputSource stream)
-    {
-        if (!stream.Send.OutputStopped && !stream.Send.InReadyQueue)
-        {
-            stream.Send.InReadyQueue = true;
-            _ready.Enqueue(stream);
-        }
-    }
-
-    private void EnsureWindow(IHttp2OutputSource stream)
-    {
-        if (!stream.Send.SendWindowInitialized)
-        {
-            // A stream the writer has not seen yet starts from the peer's current initial window, which is
-            // what applying every SETTINGS delta since its creation would give (RFC 9113 §6.9.2).
-            stream.Send.SendWindowInitialized = true;
-            stream.Send.SendWindow = _peerInitialWindow;
-            _streamsWithWindow.Add(stream);
-        }
-    }
-
     /// <returns>False when the values caused a connection error (already posted to the read loop).</returns>
     private bool ApplyPeerSettings(PeerSettingsChange change)
     {
@@ -341,89 +320,12 @@ internal sealed partial class FrameWriterLoop
         {
             _peerMaxFrameSize = frameSize;
         }
-        if (change.InitialWindowSize is { } initial)
+        if (change.InitialWindowSize is { } initial && _windows.ApplyInitialWindowSize(initial) is { } error)
         {
-            // RFC 9113 §6.9.2: the delta applies to every stream's window; a result above 2^31-1 is a
-            // FLOW_CONTROL_ERROR connection error. Windows may go negative.
-            long delta = initial - _peerInitialWindow;
-            _peerInitialWindow = initial;
-            foreach (var stream in _streamsWithWindow.ToArray())
-            {
-                stream.Send.SendWindow += delta;
-                if (stream.Send.SendWindow > int.MaxValue)
-                {
-                    _connection.PostEvent(ReadLoopEvent.Error(new Http2ConnectionException(
-                        "SETTINGS_INITIAL_WINDOW_SIZE made a stream window exceed 2^31-1.", Http2ErrorCode.FlowControlError, "initial_window_overflow")));
-                    return false;
-                }
-                if (delta > 0 && stream.Send.BlockedOnStreamWindow && stream.Send.SendWindow > 0)
-                {
-                    stream.Send.BlockedOnStreamWindow = false;
-                    Schedule(stream);
-                }
-            }
+            _connection.PostEvent(ReadLoopEvent.Error(error));
+            return false;
         }
         return true;
-    }
-
-    private void ApplyPeerWindowUpdate(IHttp2OutputSource? stream, int increment)
-    {
-        if (stream is null)
-        {
-            _connectionWindow += increment;
-            // RFC 9113 §6.9.1: a window above 2^31-1 is a FLOW_CONTROL_ERROR connection error.
-            if (_connectionWindow > int.MaxValue)
-            {
-                _connection.PostEvent(ReadLoopEvent.Error(new Http2ConnectionException(
-                    "WINDOW_UPDATE made the connection window exceed 2^31-1.", Http2ErrorCode.FlowControlError, "connection_window_overflow")));
-                return;
-            }
-            if (_connectionWindow > 0)
-            {
-                foreach (var blocked in _connectionBlocked)
-                {
-                    blocked.Send.InConnectionBlockedList = false;
-                    Schedule(blocked);
-                }
-                _connectionBlocked.Clear();
-            }
-            return;
-        }
-        if (stream.Send.OutputStopped && !stream.Send.SendWindowInitialized)
-        {
-            return; // RFC 9113 §6.9: WINDOW_UPDATE on a closed stream is allowed and ignored
-        }
-        // A stream whose output ended is still half-closed (local) for the peer, which may send WINDOW_UPDATE;
-        // the window is still tracked so an overflow is still a stream error.
-        EnsureWindow(stream);
-        stream.Send.SendWindow += increment;
-        // RFC 9113 §6.9.1: above 2^31-1 on a stream is a FLOW_CONTROL_ERROR stream error.
-        if (stream.Send.SendWindow > int.MaxValue)
-        {
-            _connection.PostEvent(ReadLoopEvent.Error(new Http2StreamException(stream.StreamId,
-                "WINDOW_UPDATE made the stream window exceed 2^31-1.", Http2ErrorCode.FlowControlError, "stream_window_overflow")));
-            return;
-        }
-        if (stream.Send.BlockedOnStreamWindow && stream.Send.SendWindow > 0 && !stream.Send.OutputStopped)
-        {
-            stream.Send.BlockedOnStreamWindow = false;
-            Schedule(stream);
-        }
-    }
-
-    /// <summary>One round-robin pass: every stream ready at its start gets one turn.</summary>
-    private void ServiceReadyStreams()
-    {
-        var turns = _ready.Count;
-        for (var i = 0; i < turns && _ready.Count > 0; i++)
-        {
-            var stream = _ready.Dequeue();
-            stream.Send.InReadyQueue = false;
-            if (ServiceStream(stream))
-            {
-                Schedule(stream);
-            }
-        }
     }
 
     /// <summary>Writes the stream's HEADERS (once) and at most one DATA frame. Returns true when it has more ready now.</summary>
@@ -438,7 +340,7 @@ internal sealed partial class FrameWriterLoop
             return false;
         }
         stream.ClearOutputSignal();
-        EnsureWindow(stream);
+        _windows.Track(stream);
         var reader = stream.OutputReader;
         var hasRead = reader.TryRead(out var result);
         var buffer = hasRead ? result.Buffer : default;
@@ -485,16 +387,14 @@ internal sealed partial class FrameWriterLoop
             if (allowed <= 0)
             {
                 reader.AdvanceTo(buffer.Start);
-                WaitForWindow(stream);
+                _windows.WaitForWindow(stream);
                 return false;
             }
             var chunk = buffer.Slice(0, allowed);
             var last = completed && allowed == buffer.Length && trailers is null;
-            EndStall(stream);
             Http2FrameWriter.WriteData(_output, stream.StreamId, chunk, last);
             _output.Frames++;
-            stream.Send.SendWindow -= allowed;
-            _connectionWindow -= allowed;
+            _windows.Debit(stream, allowed);
             reader.AdvanceTo(chunk.End);
             if (last)
             {
@@ -526,39 +426,11 @@ internal sealed partial class FrameWriterLoop
     }
 
     /// <summary>
-    /// Bytes of <paramref name="available"/> the next DATA frame may carry: bounded by the stream window, the connection
-    /// window and the peer's SETTINGS_MAX_FRAME_SIZE (RFC 9113 §6.9.1, §4.2). Zero or less: wait for a WINDOW_UPDATE.
+    /// Bytes of <paramref name="available"/> the next DATA frame may carry: bounded by the windows and the peer's
+    /// SETTINGS_MAX_FRAME_SIZE (RFC 9113 §6.9.1, §4.2). Zero or less: wait for a WINDOW_UPDATE.
     /// </summary>
     private long DataAllowance(IHttp2OutputSource stream, long available)
-        => Math.Min(Math.Min(stream.Send.SendWindow, _connectionWindow), Math.Min(_peerMaxFrameSize, available));
-
-    /// <summary>A stream with data but no window: it is scheduled again by the WINDOW_UPDATE (stream or connection) it waits for.</summary>
-    private void WaitForWindow(IHttp2OutputSource stream)
-    {
-        if (stream.Send.StallStart == 0 && _metrics is { FlowControlStallEnabled: true })
-        {
-            stream.Send.StallStart = _time.GetTimestamp();
-        }
-        if (stream.Send.SendWindow <= 0)
-        {
-            stream.Send.BlockedOnStreamWindow = true;
-        }
-        else if (!stream.Send.InConnectionBlockedList)
-        {
-            stream.Send.InConnectionBlockedList = true;
-            _connectionBlocked.Add(stream);
-        }
-    }
-
-    /// <summary>A stream that waited for window sends again (or stops): how long it waited is one stall.</summary>
-    private void EndStall(IHttp2OutputSource stream)
-    {
-        if (stream.Send.StallStart != 0)
-        {
-            _metrics?.FlowControlStalled(_time.GetElapsedTime(stream.Send.StallStart));
-            stream.Send.StallStart = 0;
-        }
-    }
+        => _windows.Allowance(stream, Math.Min(_peerMaxFrameSize, available));
 
     // The smallest file read worth a frame when the current output block is nearly full: below it, start a new block.
     // Header plus this fits a 4 KiB block, so a pool of small blocks is never asked for more than it holds.
@@ -579,7 +451,7 @@ internal sealed partial class FrameWriterLoop
         var allowed = (int)DataAllowance(stream, file.Remaining);
         if (allowed <= 0)
         {
-            WaitForWindow(stream);
+            _windows.WaitForWindow(stream);
             return false;
         }
         var span = _output.GetSpan(Http2FrameHeader.Size + Math.Min(allowed, MinFileFrame));
@@ -604,12 +476,10 @@ internal sealed partial class FrameWriterLoop
         }
         if (read > 0)
         {
-            EndStall(stream);
             Http2FrameWriter.WriteFrameHeader(span, new Http2FrameHeader(read, Http2FrameType.Data, Http2FrameFlags.None, stream.StreamId));
             _output.Advance(Http2FrameHeader.Size + read);
             _output.Frames++;
-            stream.Send.SendWindow -= read;
-            _connectionWindow -= read;
+            _windows.Debit(stream, read);
             file.Position += read;
             file.Remaining -= read;
         }
@@ -688,7 +558,7 @@ internal sealed partial class FrameWriterLoop
         }
         // A stream the loop never serviced (reset right after its first flush) has no send window yet: without this its
         // bytes met a window of 0 and were dropped.
-        EnsureWindow(stream);
+        _windows.Track(stream);
         var reader = stream.OutputReader;
         if (!reader.TryRead(out var result))
         {
@@ -706,8 +576,7 @@ internal sealed partial class FrameWriterLoop
             var chunk = buffer.Slice(0, allowed);
             Http2FrameWriter.WriteData(_output, stream.StreamId, chunk, endStream: false);
             _output.Frames++;
-            stream.Send.SendWindow -= allowed;
-            _connectionWindow -= allowed;
+            _windows.Debit(stream, allowed);
             buffer = buffer.Slice(chunk.End);
         }
         reader.AdvanceTo(buffer.Start);
@@ -732,16 +601,9 @@ internal sealed partial class FrameWriterLoop
     /// <summary>The stream will write nothing more: drop its queued output and tell the read loop.</summary>
     private void StopStream(IHttp2OutputSource stream, bool wasReset)
     {
-        EndStall(stream);
+        _windows.Release(stream);
         stream.Send.OutputStopped = true;
         stream.EndFileOutput();
-        _streamsWithWindow.Remove(stream);
-        if (stream.Send.InConnectionBlockedList)
-        {
-            // Waiting for connection credit no longer: do not keep the stream until a WINDOW_UPDATE arrives.
-            stream.Send.InConnectionBlockedList = false;
-            _connectionBlocked.Remove(stream);
-        }
         // Completing the reader releases an app waiting in FlushAsync (it sees IsCompleted).
         stream.OutputReader.Complete();
         _connection.PostEvent(ReadLoopEvent.OutputEnded(stream, wasReset));
@@ -749,12 +611,11 @@ internal sealed partial class FrameWriterLoop
 
     private void StopAllStreams()
     {
-        foreach (var stream in _streamsWithWindow.ToArray())
+        foreach (var stream in _windows.ReleaseAll())
         {
             Stop(stream);
         }
-        _streamsWithWindow.Clear();
-        while (_ready.TryDequeue(out var stream))
+        while (_scheduler.TryRemoveNext(out var stream))
         {
             Stop(stream);
         }
