@@ -21,6 +21,46 @@ public static class HttpFieldRules
     public static bool IsConnectionSpecific(string lowerName) =>
         lowerName is "connection" or "keep-alive" or "proxy-connection" or "transfer-encoding" or "upgrade";
 
+    /// <summary>
+    /// The same five names in any case, for fields as an app or an HTTP/1.1 message spelled them: no lowercased copy
+    /// is made (the length picks the one or two names to compare).
+    /// </summary>
+    public static bool IsConnectionSpecificIgnoreCase(ReadOnlySpan<char> name) => name.Length switch
+    {
+        7 => name.Equals("upgrade", StringComparison.OrdinalIgnoreCase),
+        10 => name.Equals("connection", StringComparison.OrdinalIgnoreCase) || name.Equals("keep-alive", StringComparison.OrdinalIgnoreCase),
+        16 => name.Equals("proxy-connection", StringComparison.OrdinalIgnoreCase),
+        17 => name.Equals("transfer-encoding", StringComparison.OrdinalIgnoreCase),
+        _ => false,
+    };
+
+    /// <summary>
+    /// RFC 9113 §8.2.2: TE "MAY be present in an HTTP/2 request; when it is, it MUST NOT contain any value other than
+    /// 'trailers'" (lowercase name, exact value).
+    /// </summary>
+    public static bool IsTeOtherThanTrailers(string lowerName, string value) => lowerName == "te" && value != "trailers";
+
+    /// <summary>
+    /// A request field that must not be sent (lowercase name): connection-specific, or TE with anything but "trailers"
+    /// (RFC 9113 §8.2.2).
+    /// </summary>
+    public static bool IsConnectionSpecificInRequest(string lowerName, string value) =>
+        IsConnectionSpecific(lowerName) || IsTeOtherThanTrailers(lowerName, value);
+
+    /// <summary>
+    /// <see cref="IsConnectionSpecificInRequest"/> in any case, for HTTP/1.1 (RFC 9110 §7.6.1: TE is hop-by-hop;
+    /// "TE: trailers" alone still goes through, in any case, as HttpClient sends it).
+    /// </summary>
+    public static bool IsConnectionSpecificInRequestIgnoreCase(ReadOnlySpan<char> name, ReadOnlySpan<char> value) =>
+        IsConnectionSpecificIgnoreCase(name)
+        || (name.Equals("te", StringComparison.OrdinalIgnoreCase) && !value.Equals("trailers", StringComparison.OrdinalIgnoreCase));
+
+    /// <summary>
+    /// A response field that is connection-specific (lowercase name): TE too, as the RFC 9113 §8.2.2 exception covers
+    /// requests only and a response has no use for it.
+    /// </summary>
+    public static bool IsConnectionSpecificInResponse(string lowerName) => IsConnectionSpecific(lowerName) || lowerName == "te";
+
     /// <summary>RFC 9110 §5.6.2 token: one or more tchar.</summary>
     public static bool IsToken(ReadOnlySpan<byte> value) => !value.IsEmpty && !value.ContainsAnyExcept(TokenBytes);
 

@@ -16,9 +16,6 @@ internal static class Http1HeadWriter
     // A race builds the same bytes twice; either copy is right.
     private static readonly byte[]?[] s_statusLines = new byte[900][];
 
-    private static readonly SearchValues<char> s_tokenChars =
-        SearchValues.Create("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ");
-
     // Characters a field value or reason phrase may hold: HTAB, VCHAR, SP and obs-text (RFC 9110 §5.5).
     private static readonly SearchValues<char> s_fieldValueChars = SearchValues.Create(CreateFieldValueChars());
 
@@ -150,15 +147,12 @@ internal static class Http1HeadWriter
         }
     }
 
-    /// <summary>token = 1*tchar (RFC 9110 §5.6.2): a field name or a method.</summary>
-    public static bool IsToken(ReadOnlySpan<char> text) => !text.IsEmpty && text.IndexOfAnyExcept(s_tokenChars) < 0;
-
     /// <summary>field-value characters (RFC 9110 §5.5): HTAB, SP, VCHAR, obs-text; no CR, LF, NUL, other CTLs or DEL.</summary>
     public static bool IsFieldValue(ReadOnlySpan<char> text) => text.IndexOfAnyExcept(s_fieldValueChars) < 0;
 
     private static void ValidateName(string name)
     {
-        if (!IsToken(name))
+        if (!HttpFieldRules.IsToken(name))
         {
             throw new InvalidOperationException($"Invalid response header name '{name}'.");
         }

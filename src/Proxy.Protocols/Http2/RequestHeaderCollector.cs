@@ -104,12 +104,12 @@ internal sealed class RequestHeaderCollector : IHpackHeaderHandler
         var nameString = KnownHeaderStrings.GetName(name);
         var valueString = GetRegularValue(nameString, value);
         // RFC 9113 §8.2.2: connection-specific fields make the message malformed; "te" may only carry "trailers".
-        if (IsConnectionSpecific(nameString))
+        if (HttpFieldRules.IsConnectionSpecific(nameString))
         {
             Malformed("connection_specific_field");
             return;
         }
-        if (nameString == "te" && !string.Equals(valueString, "trailers", StringComparison.Ordinal))
+        if (HttpFieldRules.IsTeOtherThanTrailers(nameString, valueString))
         {
             Malformed("te_not_trailers");
             return;
@@ -277,8 +277,6 @@ internal sealed class RequestHeaderCollector : IHpackHeaderHandler
     }
 
     private bool IsScheme(string scheme) => string.Equals(Scheme, scheme, StringComparison.OrdinalIgnoreCase);
-
-    public static bool IsConnectionSpecific(string lowerName) => HttpFieldRules.IsConnectionSpecific(lowerName);
 
     private void Malformed(string token) => MalformedToken ??= token;
 

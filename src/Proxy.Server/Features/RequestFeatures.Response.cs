@@ -246,7 +246,7 @@ internal partial class RequestFeatures :
         foreach (var (name, values) in _responseHeaders)
         {
             // RFC 9113 §8.2.2: connection-specific fields MUST NOT appear in HTTP/2 messages.
-            if (IsHttp2 && IsConnectionSpecific(name))
+            if (IsHttp2 && HttpFieldRules.IsConnectionSpecificIgnoreCase(name))
             {
                 continue;
             }
@@ -281,13 +281,6 @@ internal partial class RequestFeatures :
             }
         }
     }
-
-    private static bool IsConnectionSpecific(string name)
-        => name.Equals("Connection", StringComparison.OrdinalIgnoreCase)
-        || name.Equals("Transfer-Encoding", StringComparison.OrdinalIgnoreCase)
-        || name.Equals("Keep-Alive", StringComparison.OrdinalIgnoreCase)
-        || name.Equals("Proxy-Connection", StringComparison.OrdinalIgnoreCase)
-        || name.Equals("Upgrade", StringComparison.OrdinalIgnoreCase);
 
     private void ThrowIfStarted(string what)
     {

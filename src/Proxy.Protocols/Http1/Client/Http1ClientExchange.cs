@@ -297,7 +297,7 @@ internal sealed class Http1ClientExchange : BackendExchange
             Span<byte> lower = name.Length <= 256 ? stackalloc byte[name.Length] : new byte[name.Length];
             Ascii.ToLower(name, lower, out _);
             var nameString = KnownHeaderStrings.GetName(lower);
-            if (IsConnectionSpecific(nameString))
+            if (HttpFieldRules.IsConnectionSpecificInResponse(nameString))
             {
                 if (nameString == "connection")
                 {
@@ -348,11 +348,5 @@ internal sealed class Http1ClientExchange : BackendExchange
                 }
             }
         }
-
-        private static bool IsConnectionSpecific(string name) => name switch
-        {
-            "connection" or "keep-alive" or "proxy-connection" or "transfer-encoding" or "upgrade" or "te" => true,
-            _ => false,
-        };
     }
 }

@@ -30,7 +30,7 @@ internal static class Http1RequestHeadWriter
     public static int Measure(BackendRequest request, out BodyFraming framing)
     {
         // RFC 9112 §3.1: method = token.
-        if (!Http1HeadWriter.IsToken(request.Method))
+        if (!HttpFieldRules.IsToken(request.Method))
         {
             throw new ArgumentException("The request method is not a token.", nameof(request));
         }
@@ -52,7 +52,7 @@ internal static class Http1RequestHeadWriter
         var length = request.Method.Length + 1 + target.Length + " HTTP/1.1\r\n".Length + "host: \r\n".Length + request.Authority.Length;
         foreach (var (name, value) in request.Headers)
         {
-            if (!Http1HeadWriter.IsToken(name))
+            if (!HttpFieldRules.IsToken(name))
             {
                 throw new ArgumentException($"Invalid request header name '{name}'.", nameof(request));
             }
@@ -134,17 +134,10 @@ internal static class Http1RequestHeadWriter
     /// NOTE: "TE: trailers" alone goes through, as HttpClient sends it: a gRPC-over-HTTP/1.1 bridge or any backend that
     /// sends trailers only when asked must still see it (YARP #1191 once stripped it).
     /// </summary>
-    private static bool IsSkipped(string name, string value) => name.Length switch
-    {
-        2 => name.Equals("te", StringComparison.OrdinalIgnoreCase) && !value.Equals("trailers", StringComparison.OrdinalIgnoreCase),
-        4 => name.Equals("host", StringComparison.OrdinalIgnoreCase),
-        7 => name.Equals("upgrade", StringComparison.OrdinalIgnoreCase),
-        10 => name.Equals("connection", StringComparison.OrdinalIgnoreCase) || name.Equals("keep-alive", StringComparison.OrdinalIgnoreCase),
-        14 => name.Equals("content-length", StringComparison.OrdinalIgnoreCase),
-        16 => name.Equals("proxy-connection", StringComparison.OrdinalIgnoreCase),
-        17 => name.Equals("transfer-encoding", StringComparison.OrdinalIgnoreCase),
-        _ => false,
-    };
+    private static bool IsSkipped(string name, string value) =>
+        HttpFieldRules.IsConnectionSpecificInRequestIgnoreCase(name, value)
+        || name.Equals("host", StringComparison.OrdinalIgnoreCase)
+        || name.Equals("content-length", StringComparison.OrdinalIgnoreCase);
 
     /// <summary>Host = uri-host [ ":" port ] (RFC 9110 §7.2), checked with the server's own Host rule: no SP, CTL, "@" or "/".</summary>
     private static bool IsValidAuthority(string authority)

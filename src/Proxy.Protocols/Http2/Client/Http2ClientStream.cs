@@ -80,7 +80,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
                 throw new ArgumentException($"Invalid value for header '{name}': NUL, CR, LF and characters above U+00FF are not allowed.", nameof(request));
             }
             var lower = HasUpper(name) ? name.ToLowerInvariant() : name;
-            if (HttpFieldRules.IsConnectionSpecific(lower) || lower is "host" || (lower == "te" && value != "trailers"))
+            if (HttpFieldRules.IsConnectionSpecificInRequest(lower, value) || lower is "host")
             {
                 continue;
             }

@@ -84,7 +84,7 @@ internal sealed class ResponseHeaderCollector : IHpackHeaderHandler
         _seenRegular = true;
         var nameString = KnownHeaderStrings.GetName(name);
         // RFC 9113 §8.2.2: connection-specific fields make the message malformed.
-        if (HttpFieldRules.IsConnectionSpecific(nameString) || nameString == "te")
+        if (HttpFieldRules.IsConnectionSpecificInResponse(nameString))
         {
             Malformed("connection_specific_field");
             return;
