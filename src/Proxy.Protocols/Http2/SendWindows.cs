@@ -128,6 +128,7 @@ internal sealed class SendWindows
     {
         long delta = initial - _peerInitialWindow;
         _peerInitialWindow = initial;
+        // NOTE: the set is walked in place (no copy per SETTINGS): scheduling a stream does not change it.
         foreach (var stream in _streamsWithWindow)
         {
             var send = stream.Send;
