@@ -3,7 +3,7 @@ namespace Proxy.Protocols;
 /// <summary>
 /// The one field policy of the engines, both roles and both directions: which names and values may appear in an
 /// HTTP/2 message (RFC 9113 §8.2) and which fields are connection-specific (§8.2.2, RFC 9110 §7.6.1). The request
-/// and response collectors, the response writers and the relay all ask here.
+/// and response collectors, the response writers, the HTTP/1.1 client and the relay all ask here.
 /// </summary>
 // Stateless.
 public static class HttpFieldRules
