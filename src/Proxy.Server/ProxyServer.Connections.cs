@@ -85,6 +85,7 @@ public sealed partial class ProxyServer
                 }
             }
             tls.ApplicationProtocols = endpoint.AlpnProtocols();
+            tls.ReleaseIdleBuffers &= _options.Memory.ReleaseIdleTlsBuffers;
             pipeline = new TlsConnectionMiddleware(pipeline, tls, _loggerFactory.CreateLogger<TlsConnectionMiddleware>(), _time, _metrics).OnConnectionAsync;
         }
         return pipeline;

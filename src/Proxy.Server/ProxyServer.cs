@@ -7,6 +7,7 @@ using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Logging.Abstractions;
 using Microsoft.Extensions.Options;
 using Proxy.Server.Internal;
+using Proxy.Transport.Buffers;
 using Proxy.Transport.Certificates;
 using Proxy.Transport.Sockets;
 using Proxy.Transport.Tls;
@@ -35,6 +36,8 @@ public sealed partial class ProxyServer : IServer
     private readonly ConcurrentDictionary<ServerConnection, byte> _connections = new();
     private readonly CancellationTokenSource _stopping = new();
     private ConfiguredEndpoints? _configured;
+    // The C heap trim timer's lease, held from start to stop.
+    private IDisposable? _nativeHeapTrim;
     private int _state; // 0 new, 1 started, 2 stopped
 
     /// <param name="meterFactory">Creates the "Proxy.Server" meter (the host registers one); null: no metrics.</param>
@@ -99,6 +102,7 @@ public sealed partial class ProxyServer : IServer
             throw;
         }
 
+        _nativeHeapTrim = NativeHeapTrimmer.Acquire(_options.Memory.NativeHeapTrimInterval);
         _addresses.Addresses.Clear();
         foreach (var address in bound)
         {
@@ -117,6 +121,7 @@ public sealed partial class ProxyServer : IServer
         // Step 1: stop accepting (and stop watching certificate files).
         await StopListenersAsync().ConfigureAwait(false);
         _configured?.Dispose();
+        _nativeHeapTrim?.Dispose();
 
         // Step 2: ask every connection to finish what it started (GOAWAY for HTTP/2).
         var connections = _connections.Keys.ToArray();

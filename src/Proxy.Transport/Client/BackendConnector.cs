@@ -140,6 +140,10 @@ public static class BackendConnector
             await connection.DisposeAsync().ConfigureAwait(false);
             throw;
         }
+        if (OperatingSystem.IsLinux())
+        {
+            OpenSslIdleBuffers.TryApply(ssl); // as on the server side; when it cannot, the buffers stay (the server logs that once)
+        }
         return new BackendTransport(connection, new TlsDuplexPipe(ssl, new TlsServerOptions()), ssl);
     }
 }

@@ -135,6 +135,11 @@ public sealed partial class TlsConnectionMiddleware
             }
 
             _metrics?.HandshakeEnded(context, counted, _time.GetElapsedTime(start), sslStream.SslProtocol, error: null, timedOut: false);
+            if (_options.ReleaseIdleBuffers && OperatingSystem.IsLinux() && !OpenSslIdleBuffers.TryApply(sslStream)
+                && Interlocked.Exchange(ref s_releaseUnavailableLogged, 1) == 0)
+            {
+                Log.ReleaseBuffersUnavailable(_logger);
+            }
             return true;
         }
         catch (OperationCanceledException e) when (timeout.IsCancellationRequested)
@@ -155,8 +160,13 @@ public sealed partial class TlsConnectionMiddleware
         return false;
     }
 
+    private static int s_releaseUnavailableLogged;
+
     private static partial class Log
     {
+        [LoggerMessage(4, LogLevel.Information, "TLS: OpenSSL's idle record buffers cannot be released on this runtime (SSL_MODE_RELEASE_BUFFERS not reachable); each TLS connection keeps about 34 KB of them.")]
+        public static partial void ReleaseBuffersUnavailable(ILogger logger);
+
         [LoggerMessage(1, LogLevel.Debug, "Connection {ConnectionId}: TLS handshake completed ({Protocol}, ALPN '{Alpn}').")]
         public static partial void HandshakeCompleted(ILogger logger, string connectionId, SslProtocols protocol, string alpn);
 

@@ -50,6 +50,12 @@ public sealed class TlsServerOptions
     /// <summary>Bytes the protocol may have written but not yet encrypted before its FlushAsync waits.</summary>
     public long MaxOutputBufferSize { get; set; } = 1024 * 1024;
 
+    /// <summary>
+    /// Lets OpenSSL free each connection's record buffers (about 34 KB) while they are empty
+    /// (<c>SSL_MODE_RELEASE_BUFFERS</c>, see <see cref="OpenSslIdleBuffers"/>). Linux only; elsewhere it does nothing.
+    /// </summary>
+    public bool ReleaseIdleBuffers { get; set; } = true;
+
     /// <summary>Pool of the output pipe's segments (the plaintext waiting for encryption).</summary>
     public MemoryPool<byte> OutputMemoryPool { get; set; } = BlockMemoryPool.Default;
 
