@@ -178,6 +178,65 @@ public class BlockMemoryPoolTests
         Assert.Same(array, GetArray(pool.Rent().Memory));
     }
 
+    [Fact]
+    public void Rent_PoolWithSmallBlocks_SizeChosenByTheRequest()
+    {
+        var pool = new BlockMemoryPool(blockSize: 4096, maxRetainedBytes: 1 << 20, pinned: false, smallBlockSize: 1024, smallMaxRetainedBytes: 1 << 20);
+        Assert.Equal(1024, pool.SmallBlockSize);
+        Assert.Equal(4096, pool.MaxBufferSize);
+        using (var small = pool.Rent(1))
+        using (var edge = pool.Rent(1024))
+        using (var large = pool.Rent(1025))
+        using (var unspecified = pool.Rent())
+        {
+            Assert.Equal(1024, small.Memory.Length);
+            Assert.Equal(1024, edge.Memory.Length);
+            Assert.Equal(4096, large.Memory.Length);
+            Assert.Equal(4096, unspecified.Memory.Length); // -1: the pool's own (largest) size
+        }
+        // Each size comes back to its own kind: a small rent reuses a small block and leaves the large ones kept.
+        Assert.Equal(2, pool.RetainedBlocks); // the two large blocks
+        var first = pool.Rent(100);
+        var firstArray = GetArray(first.Memory);
+        first.Dispose();
+        using var second = pool.Rent(100);
+        Assert.Same(firstArray, GetArray(second.Memory));
+        Assert.Equal(2, pool.RetainedBlocks);
+        using var large2 = pool.Rent(2000);
+        Assert.Equal(4096, large2.Memory.Length);
+        Assert.Equal(1, pool.RetainedBlocks);
+    }
+
+    [Fact]
+    public void Pipe_SmallMinimumSegmentAndHints_SmallWritesTakeSmallBlocksLargeOnesLarge()
+    {
+        var pool = new BlockMemoryPool(blockSize: 4096, maxRetainedBytes: 1 << 20, pinned: false, smallBlockSize: 1024, smallMaxRetainedBytes: 1 << 20);
+        var pipe = new Pipe(new PipeOptions(pool: pool, minimumSegmentSize: 1024, pauseWriterThreshold: 0, useSynchronizationContext: false));
+        Assert.Equal(1024, pipe.Writer.GetMemory(60).Length);
+        pipe.Writer.Advance(60);
+        Assert.Equal(4096, pipe.Writer.GetMemory(4096).Length); // does not fit the rest of the small block: a large one
+        pipe.Writer.Advance(4096);
+        pipe.Writer.Complete();
+        Assert.True(pipe.Reader.TryRead(out var result));
+        Assert.Equal(4156, result.Buffer.Length);
+        pipe.Reader.AdvanceTo(result.Buffer.End);
+        pipe.Reader.Complete();
+    }
+
+    [Fact]
+    public void TrimIdle_PoolWithSmallBlocks_TrimsBothSizes()
+    {
+        var pool = new BlockMemoryPool(blockSize: 4096, maxRetainedBytes: 1 << 20, pinned: false, smallBlockSize: 1024, smallMaxRetainedBytes: 1 << 20);
+        var blocks = new[] { pool.Rent(10), pool.Rent(10), pool.Rent(4000) };
+        foreach (var block in blocks)
+        {
+            block.Dispose();
+        }
+        Assert.Equal(0, pool.TrimIdle()); // the first period starts now: nothing is known idle yet
+        Assert.Equal(3, pool.TrimIdle()); // nobody rented in the period: two small and one large freed
+        Assert.Equal(0, pool.RetainedBlocks);
+    }
+
     private static byte[] GetArray(Memory<byte> memory)
         => MemoryMarshal.TryGetArray<byte>(memory, out var segment) ? segment.Array! : throw new InvalidOperationException("not array-backed");
 }

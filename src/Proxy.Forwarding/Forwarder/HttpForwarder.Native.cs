@@ -289,18 +289,23 @@ internal sealed partial class HttpForwarder
     /// Appends one segment of relayed bytes a block at a time: <c>BuffersExtensions.Write</c> asks the pipe for the
     /// whole remainder (up to 64 KiB here), which a pipe of 4 KiB blocks can only serve from a fresh pooled array.
     /// The engine has the same loop (Proxy.Protocols' StreamPipeWrites); this layer does not reference the engine.
+    /// Each block is asked for with a hint of what is left, up to 4 KiB (the engine's stream pool serves 1 KiB and
+    /// 4 KiB blocks): an SSE event of a few dozen bytes takes a 1 KiB block, not 4 KiB.
     /// </summary>
     private static void WriteInBlocks(PipeWriter output, ReadOnlySpan<byte> source)
     {
         while (!source.IsEmpty)
         {
-            var destination = output.GetSpan(1);
+            var destination = output.GetSpan(Math.Min(source.Length, RelayBlockSize));
             var count = Math.Min(destination.Length, source.Length);
             source[..count].CopyTo(destination);
             output.Advance(count);
             source = source[count..];
         }
     }
+
+    // The stream pools' large block (BlockMemoryPool.StreamBlockSize); a larger hint makes a pipe rent from ArrayPool.
+    private const int RelayBlockSize = 4096;
 
     private static bool IsEventStream(string? contentType) =>
         contentType is not null && contentType.AsSpan().TrimStart().StartsWith("text/event-stream", StringComparison.OrdinalIgnoreCase);

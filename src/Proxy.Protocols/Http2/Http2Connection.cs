@@ -94,6 +94,7 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
         _recentlyClosed = new RecentStreamIds(Math.Max(100, 2 * options.MaxConcurrentStreams));
         _headerCollector = new RequestHeaderCollector(options.MaxHeaderListSize, options.MaxHeaderCount, meta.Scheme, options.AllowAlternateSchemes);
         RequestPipeOptions = Http2Stream.CreateRequestPipeOptions(options);
+        StreamBlockSize = Http2Stream.StreamBlockSize(options);
         ResponsePipeOptions = Http2Stream.CreateResponsePipeOptions(options);
         var connectionWindow = Math.Max(65_535, options.InitialConnectionWindowSize);
         // One stream can hold at most its own window unread; the rest of the connection window keeps circulating
@@ -115,6 +116,8 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
 
     /// <summary>Shared by the request pipes of this connection's streams (immutable).</summary>
     internal PipeOptions RequestPipeOptions { get; }
+    /// <summary>The largest block the stream pipes' pool hands out (received DATA is written a block at a time).</summary>
+    internal int StreamBlockSize { get; }
     /// <summary>Shared by the response pipes of this connection's streams (immutable).</summary>
     internal PipeOptions ResponsePipeOptions { get; }
 

@@ -69,6 +69,13 @@ public sealed class Http2Options
     /// </summary>
     public MemoryPool<byte>? StreamMemoryPool { get; set; }
 
+    /// <summary>
+    /// Smallest segment the stream pipes rent (<see cref="PipeOptions.MinimumSegmentSize"/>); the engine writes received
+    /// DATA with size hints, so a small payload takes a block of this size, a large one blocks of the pool's
+    /// <see cref="MemoryPool{T}.MaxBufferSize"/>. The server and the relay set 1 KiB with a pool of 1 KiB and 4 KiB blocks.
+    /// </summary>
+    public int StreamMinimumSegmentSize { get; set; } = 4096;
+
     /// <summary>The former name of <see cref="StreamMemoryPool"/> (it now serves request pipes too).</summary>
     [Obsolete("Use StreamMemoryPool: the pool now serves request and response pipes.")]
     public MemoryPool<byte>? ResponseMemoryPool { get => StreamMemoryPool; set => StreamMemoryPool = value; }

@@ -38,18 +38,23 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     /// bounded by our stream window instead (RFC 9113 §6.9: the peer cannot send beyond it).
     /// </remarks>
     internal static PipeOptions CreateRequestPipeOptions(Http2Options options)
-        => new(pool: options.StreamMemoryPool, pauseWriterThreshold: 0, resumeWriterThreshold: 0, useSynchronizationContext: false);
+        => new(pool: options.StreamMemoryPool, pauseWriterThreshold: 0, resumeWriterThreshold: 0, useSynchronizationContext: false,
+            minimumSegmentSize: Math.Max(1, options.StreamMinimumSegmentSize));
 
     /// <summary>
     /// Options of the response pipe, built once per connection (they depend on its options). The app's
     /// FlushAsync waits once MaxStreamOutputBufferSize bytes are queued for the writer loop; it resumes on
     /// the thread pool, never inline on the writer loop (default writer scheduler).
     /// </summary>
+    /// <summary>The largest block a stream pipe's pool hands out; past it a pipe rents from ArrayPool.Shared instead.</summary>
+    internal static int StreamBlockSize(Http2Options options)
+        => options.StreamMemoryPool is { MaxBufferSize: > 0 and < int.MaxValue } pool ? pool.MaxBufferSize : 4096;
+
     internal static PipeOptions CreateResponsePipeOptions(Http2Options options)
     {
         var outputLimit = Math.Max(1, options.MaxStreamOutputBufferSize);
         return new PipeOptions(pool: options.StreamMemoryPool, pauseWriterThreshold: outputLimit, resumeWriterThreshold: Math.Max(1, outputLimit / 2),
-            readerScheduler: PipeScheduler.Inline, useSynchronizationContext: false);
+            readerScheduler: PipeScheduler.Inline, useSynchronizationContext: false, minimumSegmentSize: Math.Max(1, options.StreamMinimumSegmentSize));
     }
 
     /// <summary>
@@ -158,7 +163,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         {
             foreach (var segment in data)
             {
-                _requestPipe.Writer.WriteInBlocks(segment.Span);
+                _requestPipe.Writer.WriteInBlocks(segment.Span, _connection.StreamBlockSize);
             }
             // Never pending (the pipe has no pause threshold), so this does not block the read loop.
             var flush = _requestPipe.Writer.FlushAsync();

@@ -11,11 +11,15 @@ internal static class StreamPipeWrites
     /// pool's block size a pipe then rents from <see cref="ArrayPool{T}.Shared"/> instead, so a 16 KiB DATA frame into
     /// a pipe of 4 KiB blocks took a fresh array each time.
     /// </summary>
-    public static void WriteInBlocks(this PipeWriter writer, ReadOnlySpan<byte> source)
+    /// <remarks>
+    /// Each block is asked for with a size hint of what is left (at most <paramref name="blockSize"/>, the pool's
+    /// largest), so a pipe whose pool has small blocks gives a small payload a small block.
+    /// </remarks>
+    public static void WriteInBlocks(this PipeWriter writer, ReadOnlySpan<byte> source, int blockSize)
     {
         while (!source.IsEmpty)
         {
-            var destination = writer.GetSpan(1);
+            var destination = writer.GetSpan(Math.Min(source.Length, blockSize));
             var count = Math.Min(destination.Length, source.Length);
             source[..count].CopyTo(destination);
             writer.Advance(count);

@@ -57,7 +57,7 @@ public sealed class TlsServerOptions
     public bool ReleaseIdleBuffers { get; set; } = true;
 
     /// <summary>Pool of the output pipe's segments (the plaintext waiting for encryption).</summary>
-    public MemoryPool<byte> OutputMemoryPool { get; set; } = BlockMemoryPool.Default;
+    public MemoryPool<byte> OutputMemoryPool { get; set; } = BlockMemoryPool.TlsOutputDefault;
 
     /// <summary>Test hook: wraps the SslStream the output pump writes to (to observe write sizes).</summary>
     internal Func<Stream, Stream>? OutputStreamWrapper { get; set; }

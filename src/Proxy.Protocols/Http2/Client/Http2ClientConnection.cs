@@ -86,6 +86,7 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         _connectionWindow = new ReceiveWindow(connectionWindow,
             lowStep: Math.Max(1, Math.Min(Math.Max(1, connectionWindow / 2), connectionWindow - _options.InitialStreamWindowSize) / 2));
         RequestPipeOptions = Http2Stream.CreateResponsePipeOptions(_options);   // outbound, like a server response
+        StreamBlockSize = Http2Stream.StreamBlockSize(_options);
         ResponsePipeOptions = Http2Stream.CreateRequestPipeOptions(_options);   // inbound, like a server request
         // Room for the control-frame cap plus a few messages per stream we may have open (MaxStreamsPerConnection bounds it).
         var capacity = Math.Max(_options.WriterQueueCapacity, _options.MaxQueuedControlFrames + 4 * Math.Max(1, _clientOptions.MaxStreamsPerConnection) + 64);
@@ -100,6 +101,8 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
     }
 
     internal PipeOptions RequestPipeOptions { get; }
+    /// <summary>The largest block the stream pipes' pool hands out (received DATA is written a block at a time).</summary>
+    internal int StreamBlockSize { get; }
     internal PipeOptions ResponsePipeOptions { get; }
 
     /// <summary>Completes when the connection has closed (both loops ended, the transport completed).</summary>

@@ -250,7 +250,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
         {
             foreach (var segment in data)
             {
-                _responsePipe.Writer.WriteInBlocks(segment.Span);
+                _responsePipe.Writer.WriteInBlocks(segment.Span, _connection.StreamBlockSize);
             }
             // No pause threshold: never pending, never blocks the read loop (the window bounds the pipe).
             var flush = _responsePipe.Writer.FlushAsync();
