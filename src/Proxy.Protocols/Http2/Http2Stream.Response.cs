@@ -237,15 +237,14 @@ internal sealed partial class Http2Stream
     private sealed class RequestBodyReader : PipeReader
     {
         private readonly Http2Stream _stream;
-        private readonly PipeReader _inner;
+        private PipeReader _inner = EmptyBody.Instance;
         private ReadOnlySequence<byte> _lastBuffer;
         private int _completed;
 
-        public RequestBodyReader(Http2Stream stream, PipeReader inner)
-        {
-            _stream = stream;
-            _inner = inner;
-        }
+        public RequestBodyReader(Http2Stream stream) => _stream = stream;
+
+        /// <summary>Read loop, before dispatch: this request's body pipe, or null for a request without a body.</summary>
+        public void Attach(PipeReader? inner) => _inner = inner ?? EmptyBody.Instance;
 
         /// <summary>Pooled stream: readies the reader for the next request (its pipe was reset).</summary>
         public void Reset()
@@ -294,6 +293,39 @@ internal sealed partial class Http2Stream
                 return true;
             }
             return false;
+        }
+    }
+
+    /// <summary>The body of a request that ended with its headers: always read as complete and empty.</summary>
+    // Stateless: shared by every stream.
+    private sealed class EmptyBody : PipeReader
+    {
+        public static readonly EmptyBody Instance = new();
+        private static readonly ReadResult Ended = new(ReadOnlySequence<byte>.Empty, isCanceled: false, isCompleted: true);
+
+        public override void AdvanceTo(SequencePosition consumed)
+        {
+        }
+
+        public override void AdvanceTo(SequencePosition consumed, SequencePosition examined)
+        {
+        }
+
+        public override void CancelPendingRead()
+        {
+        }
+
+        public override void Complete(Exception? exception = null)
+        {
+        }
+
+        public override ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
+            => cancellationToken.IsCancellationRequested ? ValueTask.FromCanceled<ReadResult>(cancellationToken) : new(Ended);
+
+        public override bool TryRead(out ReadResult result)
+        {
+            result = Ended;
+            return true;
         }
     }
 

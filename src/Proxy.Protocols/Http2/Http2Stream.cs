@@ -13,7 +13,11 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     private readonly Http2Connection _connection;
     private readonly IHttpRequestHandler _handler;
     private readonly CancellationTokenSource _abortedCts = new();
-    private readonly Pipe _requestPipe;
+    // Created by the read loop for the first request of this (pooled) stream that has a body, before its dispatch; a
+    // request that ends with its headers (a GET, an SSE subscription) reads an empty body and needs none (about 420 bytes
+    // per open stream). _requestPipeInUse: this request's body is in it (read loop writes, before dispatch).
+    private Pipe? _requestPipe;
+    private bool _requestPipeInUse;
     private readonly Pipe _responsePipe;
     private readonly RequestBodyReader _requestBodyReader;
     private readonly ResponseBodyWriter _responseBodyWriter;
@@ -26,9 +30,8 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         Protocol = "HTTP/2";
         _initialReceiveWindow = initialReceiveWindow;
         _window = new ReceiveWindow(initialReceiveWindow);
-        _requestPipe = new Pipe(connection.RequestPipeOptions);
         _responsePipe = new Pipe(connection.ResponsePipeOptions);
-        _requestBodyReader = new RequestBodyReader(this, _requestPipe.Reader);
+        _requestBodyReader = new RequestBodyReader(this);
         _responseBodyWriter = new ResponseBodyWriter(this, _responsePipe.Writer);
     }
 
@@ -132,7 +135,14 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         if (endStream)
         {
             _remoteEnded = true;
-            _requestPipe.Writer.Complete();
+            _requestPipeInUse = false;
+            _requestBodyReader.Attach(null);
+        }
+        else
+        {
+            _requestPipe ??= new Pipe(_connection.RequestPipeOptions);
+            _requestPipeInUse = true;
+            _requestBodyReader.Attach(_requestPipe.Reader);
         }
     }
 
@@ -154,6 +164,10 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         {
             return 0;
         }
+        if (!_requestPipeInUse)
+        {
+            return (int)data.Length; // no body was announced (never expected: DATA after END_STREAM is refused before)
+        }
         Interlocked.Add(ref _bufferedBodyBytes, data.Length);
         if (_requestBodyAbandoned)
         {
@@ -163,10 +177,10 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         {
             foreach (var segment in data)
             {
-                _requestPipe.Writer.WriteInBlocks(segment.Span, _connection.StreamBlockSize);
+                _requestPipe!.Writer.WriteInBlocks(segment.Span, _connection.StreamBlockSize);
             }
             // Never pending (the pipe has no pause threshold), so this does not block the read loop.
-            var flush = _requestPipe.Writer.FlushAsync();
+            var flush = _requestPipe!.Writer.FlushAsync();
             if (!flush.IsCompletedSuccessfully)
             {
                 flush.AsTask().GetAwaiter().GetResult(); // completed with an error: rethrows it
@@ -189,7 +203,10 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     internal void EndRequestBody()
     {
         _remoteEnded = true;
-        _requestPipe.Writer.Complete();
+        if (_requestPipeInUse)
+        {
+            _requestPipe!.Writer.Complete();
+        }
     }
 
     /// <summary>
@@ -205,7 +222,10 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     {
         _remoteEnded = true;
         RequestAbortSignal.Fire(_abortedCts);
-        _requestPipe.Writer.Complete(new IOException(reason));
+        if (_requestPipeInUse)
+        {
+            _requestPipe!.Writer.Complete(new IOException(reason));
+        }
         // Release an app waiting in FlushAsync at once, even if the writer loop is stuck on a peer that does
         // not read: later flushes report IsCompleted and later writes are dropped. The reader stays the
         // writer loop's to complete.
@@ -282,7 +302,10 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         }
         try
         {
-            _requestPipe.Reset();
+            if (_requestPipeInUse)
+            {
+                _requestPipe!.Reset();
+            }
             _responsePipe.Reset();
         }
         catch (InvalidOperationException)

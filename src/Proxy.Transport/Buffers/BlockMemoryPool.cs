@@ -64,9 +64,12 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     /// <summary>
     /// The pool the server's output pipes share unless configured otherwise. It frees blocks left unused for a
     /// <see cref="DefaultIdleTrimPeriod"/>: a burst (20,000 streams starting at once) otherwise left 64 MB kept
-    /// for good.
+    /// for good. Rents of up to 4 KiB (a pipe's default minimum segment, and every write hinted that small) get a 4 KiB
+    /// pinned block: an SSE broadcast has every connection write an event at once, and each kept a 16 KiB block of
+    /// its socket's output pipe, 32 MB at 2,000 connections. Receives (minimum 8 KiB) and larger writes get 16 KiB.
     /// </summary>
-    public static BlockMemoryPool Default { get; } = CreateWithIdleTrim(DefaultIdleTrimPeriod);
+    public static BlockMemoryPool Default { get; } = CreateWithIdleTrim(DefaultIdleTrimPeriod, DefaultBlockSize, DefaultMaxRetainedBytes, pinned: true,
+        smallBlockSize: StreamBlockSize, smallMaxRetainedBytes: 16L * 1024 * 1024);
 
     /// <summary>
     /// The pool of HTTP/2 streams' request and response pipes (server and relay): 4 KiB blocks, not pinned, at most

@@ -74,6 +74,61 @@ public class Http2StreamPoolTests
     }
 
     [Fact]
+    public async Task ReusedStreams_GetAndPostAlternate_BodylessRequestsReadEmptyAndBodiesArriveWhole()
+    {
+        // A request that ends with its headers has no body pipe (it reads a shared empty body); a later request with a
+        // body on the same pooled stream gets one. Alternate them so each kind follows the other on a reused stream.
+        var exchanges = new List<HttpExchange>();
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            exchanges.Add(exchange);
+            var body = new MemoryStream();
+            var reads = 0;
+            while (true)
+            {
+                var read = await exchange.RequestBody.ReadAsync();
+                reads++;
+                foreach (var segment in read.Buffer) body.Write(segment.Span);
+                exchange.RequestBody.AdvanceTo(read.Buffer.End);
+                if (read.IsCompleted) break;
+            }
+            if (exchange.Method == "GET")
+            {
+                // Still complete and empty when read again, and after the app completes it.
+                Assert.True(exchange.RequestBody.TryRead(out var again) && again.IsCompleted && again.Buffer.IsEmpty);
+                exchange.RequestBody.AdvanceTo(again.Buffer.End);
+            }
+            exchange.RequestBody.Complete();
+            exchange.ResponseHeaders.Add("x-reads", reads.ToString());
+            await exchange.ResponseBody.WriteAsync(body.ToArray());
+        });
+        await peer.HandshakeAsync();
+
+        for (var i = 0; i < 8; i++)
+        {
+            var id = 1 + 2 * i;
+            if (i % 2 == 0)
+            {
+                await peer.SendRequestHeadersAsync(id, "GET", $"/item/{i}", endStream: true);
+                var response = await peer.ReadResponseAsync(id);
+                Assert.Equal("200", response.Headers[":status"]);
+                Assert.Equal("1", response.Headers["x-reads"]);
+                Assert.Empty(response.Body);
+            }
+            else
+            {
+                var payload = Encoding.ASCII.GetBytes(new string((char)('a' + i), 5000 + i));
+                await peer.SendRequestHeadersAsync(id, "POST", $"/item/{i}", endStream: false);
+                await peer.SendDataAsync(id, payload, endStream: true);
+                var response = await peer.ReadResponseAsync(id);
+                Assert.Equal("200", response.Headers[":status"]);
+                Assert.Equal(payload, response.Body);
+            }
+        }
+        Assert.True(exchanges.Distinct().Count() < exchanges.Count, "closed streams were not reused");
+    }
+
+    [Fact]
     public async Task ReusedStream_StartsWithAFreshSendWindow()
     {
         // The peer allows 1,000 bytes per stream and never returns stream credit: a life that inherited the last
