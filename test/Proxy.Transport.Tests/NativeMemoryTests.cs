@@ -39,22 +39,8 @@ public class NativeMemoryTests
             }
             echoed.SetResult(total);
         };
-        var middleware = new TlsConnectionMiddleware(app, options);
-        var socket = await Net.ConnectAsync(listener.EndPoint);
-        var connection = (await listener.AcceptAsync())!;
-        var server = Task.Run(async () =>
-        {
-            await using (connection)
-            {
-                await middleware.OnConnectionAsync(connection);
-            }
-        });
-        await using var client = new SslStream(new NetworkStream(socket, ownsSocket: true));
-        await client.AuthenticateAsClientAsync(new SslClientAuthenticationOptions
-        {
-            TargetHost = "localhost",
-            RemoteCertificateValidationCallback = (_, _, _, _) => true, // Self-signed test certificate.
-        }).WaitAsync(Net.Patience);
+        var (client, server) = await TlsConnectionMiddlewareTests.ConnectAsync(listener, options, app);
+        await using var _ = client;
 
         if (LinuxGlibc)
         {

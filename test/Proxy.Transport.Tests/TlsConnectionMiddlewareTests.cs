@@ -18,7 +18,7 @@ public class TlsConnectionMiddlewareTests
     private sealed record Negotiated(string Alpn, SslProtocols Protocol, TlsCipherSuite? Cipher, string HostName);
 
     /// <summary>Runs one TLS connection over a loopback socket; the server side runs <paramref name="app"/> after the handshake.</summary>
-    private static async Task<(SslStream Client, Task Server)> ConnectAsync(
+    internal static async Task<(SslStream Client, Task Server)> ConnectAsync(
         SocketConnectionListener listener, TlsServerOptions options, ConnectionDelegate app, params SslApplicationProtocol[] clientAlpn)
     {
         var middleware = new TlsConnectionMiddleware(app, options);
