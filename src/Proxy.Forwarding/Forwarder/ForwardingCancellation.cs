@@ -11,18 +11,26 @@ namespace Proxy.Forwarding.Forwarder;
 /// NOTE: only what is configured costs anything. A gRPC call without a deadline (no activity timeout by default)
 /// uses the client's token as it is: no token source, no timer, no linked registration per call.
 /// </remarks>
-// Owned by one forwarded request; the copy loops only call ResetActivity.
+// Owned by one forwarded request; the copy loops only call ResetActivity. The timers and the client's and the host's
+// tokens cancel from their own threads: each sets its flag, then cancels the one source.
 internal sealed class ForwardingCancellation : IDisposable
 {
     private readonly CancellationToken _clientAborted;
     private readonly CancellationToken _requestTimeout;
-    private readonly CancellationTokenSource? _activity;
-    private readonly CancellationTokenSource? _deadline;
-    private readonly CancellationTokenSource? _linked;
+    private readonly TimeProvider _time;
     private readonly bool _deadlineFromClient;
+    // NOTE: one source for everything configured, cancelled by the timers and by registrations on the client's (and the
+    // host's) token, instead of a source per timer joined by linked sources. An SSE stream keeps its exchange for hours:
+    // the linked sources, their registrations and the activity source with its timer came to about 1 KB per stream.
+    private CancellationTokenSource? _source;
+    private CancellationTokenRegistration _clientRegistration;
+    private CancellationTokenRegistration _stoppingRegistration;
+    private ITimer? _activityTimer;
+    private ITimer? _deadlineTimer;
+    private volatile bool _activityExpired;
+    private volatile bool _deadlineExpired;
     private TimeSpan _activityTimeout;
     private CancellationToken _stopping;
-    private CancellationTokenSource? _stoppingLinked;
 
     /// <param name="clientAborted">The client's RequestAborted.</param>
     /// <param name="activityTimeout">Longest quiet period; infinite or zero for none.</param>
@@ -38,31 +46,43 @@ internal sealed class ForwardingCancellation : IDisposable
     {
         _clientAborted = clientAborted;
         _requestTimeout = requestTimeout;
+        _time = time;
         _deadlineFromClient = deadline is not null && deadlineFromClient;
         _activityTimeout = activityTimeout;
-        _activity = IsFinite(activityTimeout) ? new CancellationTokenSource(System.Threading.Timeout.InfiniteTimeSpan, time) : null;
-        _deadline = deadline is { } d ? new CancellationTokenSource(d, time) : null;
-        _linked = (_activity, _deadline) switch
+        if (IsFinite(activityTimeout))
         {
-            (null, null) => null,
-            ({ } a, null) => CancellationTokenSource.CreateLinkedTokenSource(clientAborted, a.Token),
-            (null, { } l) => CancellationTokenSource.CreateLinkedTokenSource(clientAborted, l.Token),
-            ({ } a, { } l) => CancellationTokenSource.CreateLinkedTokenSource(clientAborted, a.Token, l.Token),
-        };
+            EnsureSource();
+            _activityTimer = time.CreateTimer(static state =>
+            {
+                var self = (ForwardingCancellation)state!;
+                self._activityExpired = true;
+                self.Cancel();
+            }, this, System.Threading.Timeout.InfiniteTimeSpan, System.Threading.Timeout.InfiniteTimeSpan);
+        }
+        if (deadline is { } d)
+        {
+            EnsureSource();
+            _deadlineTimer = time.CreateTimer(static state =>
+            {
+                var self = (ForwardingCancellation)state!;
+                self._deadlineExpired = true;
+                self.Cancel();
+            }, this, d, System.Threading.Timeout.InfiniteTimeSpan);
+        }
         ResetActivity();
     }
 
     /// <summary>Read it after <see cref="EndOnShutdown"/>: a token read before does not see the shutdown.</summary>
-    public CancellationToken Token => _stoppingLinked?.Token ?? _linked?.Token ?? _clientAborted;
+    public CancellationToken Token => _source?.Token ?? _clientAborted;
 
     public bool ClientAborted => _clientAborted.IsCancellationRequested && !_requestTimeout.IsCancellationRequested;
 
-    public bool DeadlineExpired => _deadline?.IsCancellationRequested == true;
+    public bool DeadlineExpired => _deadlineExpired;
 
     /// <summary>The deadline that expired was the client's own: its call ran out of time, the proxy set no limit of its own.</summary>
     public bool ClientDeadlineExpired => _deadlineFromClient && DeadlineExpired;
 
-    public bool TimedOut => !ClientAborted && (DeadlineExpired || _activity?.IsCancellationRequested == true || _requestTimeout.IsCancellationRequested);
+    public bool TimedOut => !ClientAborted && (DeadlineExpired || _activityExpired || _requestTimeout.IsCancellationRequested);
 
     /// <summary>The token of ASP.NET Core's request timeouts middleware when it runs for this request (UseRequestTimeouts), else none.</summary>
     public static CancellationToken RequestTimeoutOf(Microsoft.AspNetCore.Http.HttpContext context) =>
@@ -77,21 +97,22 @@ internal sealed class ForwardingCancellation : IDisposable
     /// </summary>
     public void EndOnShutdown(CancellationToken stopping)
     {
-        if (!stopping.CanBeCanceled || _stoppingLinked is not null)
+        if (!stopping.CanBeCanceled || _stopping.CanBeCanceled)
         {
             return;
         }
 
         _stopping = stopping;
-        _stoppingLinked = CancellationTokenSource.CreateLinkedTokenSource(Token, stopping);
+        EnsureSource();
+        _stoppingRegistration = stopping.UnsafeRegister(static state => ((ForwardingCancellation)state!).Cancel(), this);
     }
 
     /// <summary>Called after every read and write: the exchange made progress.</summary>
     public void ResetActivity()
     {
-        if (_activity is not null && IsFinite(_activityTimeout))
+        if (_activityTimer is not null && IsFinite(_activityTimeout))
         {
-            _activity.CancelAfter(_activityTimeout);
+            _activityTimer.Change(_activityTimeout, System.Threading.Timeout.InfiniteTimeSpan);
         }
     }
 
@@ -102,14 +123,14 @@ internal sealed class ForwardingCancellation : IDisposable
     public void SetActivityTimeout(TimeSpan timeout)
     {
         _activityTimeout = timeout;
-        if (_activity is null)
+        if (_activityTimer is null)
         {
             return;
         }
 
         if (!IsFinite(timeout))
         {
-            _activity.CancelAfter(System.Threading.Timeout.InfiniteTimeSpan);
+            _activityTimer.Change(System.Threading.Timeout.InfiniteTimeSpan, System.Threading.Timeout.InfiniteTimeSpan);
         }
         else
         {
@@ -119,11 +140,35 @@ internal sealed class ForwardingCancellation : IDisposable
 
     private static bool IsFinite(TimeSpan timeout) => timeout > TimeSpan.Zero && timeout != System.Threading.Timeout.InfiniteTimeSpan;
 
+    /// <summary>Creates the one source, cancelled with the client's token (at once when that one already is).</summary>
+    private void EnsureSource()
+    {
+        if (_source is not null)
+        {
+            return;
+        }
+        _source = new CancellationTokenSource();
+        _clientRegistration = _clientAborted.UnsafeRegister(static state => ((ForwardingCancellation)state!).Cancel(), this);
+    }
+
+    private void Cancel()
+    {
+        try
+        {
+            _source?.Cancel();
+        }
+        catch (ObjectDisposedException)
+        {
+            // The exchange ended and disposed its source while a timer or a token fired: nothing left to cancel.
+        }
+    }
+
     public void Dispose()
     {
-        _stoppingLinked?.Dispose();
-        _linked?.Dispose();
-        _activity?.Dispose();
-        _deadline?.Dispose();
+        _stoppingRegistration.Dispose();
+        _clientRegistration.Dispose();
+        _activityTimer?.Dispose();
+        _deadlineTimer?.Dispose();
+        _source?.Dispose();
     }
 }
