@@ -44,15 +44,15 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         => new(pool: options.StreamMemoryPool, pauseWriterThreshold: 0, resumeWriterThreshold: 0, useSynchronizationContext: false,
             minimumSegmentSize: Math.Max(1, options.StreamMinimumSegmentSize));
 
+    /// <summary>The largest block a stream pipe's pool hands out; past it a pipe rents from ArrayPool.Shared instead.</summary>
+    internal static int StreamBlockSize(Http2Options options)
+        => options.StreamMemoryPool is { MaxBufferSize: > 0 and < int.MaxValue } pool ? pool.MaxBufferSize : 4096;
+
     /// <summary>
     /// Options of the response pipe, built once per connection (they depend on its options). The app's
     /// FlushAsync waits once MaxStreamOutputBufferSize bytes are queued for the writer loop; it resumes on
     /// the thread pool, never inline on the writer loop (default writer scheduler).
     /// </summary>
-    /// <summary>The largest block a stream pipe's pool hands out; past it a pipe rents from ArrayPool.Shared instead.</summary>
-    internal static int StreamBlockSize(Http2Options options)
-        => options.StreamMemoryPool is { MaxBufferSize: > 0 and < int.MaxValue } pool ? pool.MaxBufferSize : 4096;
-
     internal static PipeOptions CreateResponsePipeOptions(Http2Options options)
     {
         var outputLimit = Math.Max(1, options.MaxStreamOutputBufferSize);

@@ -51,12 +51,12 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     public BlockMemoryPool(int blockSize = DefaultBlockSize, long maxRetainedBytes = DefaultMaxRetainedBytes, bool pinned = true,
         int smallBlockSize = 0, long smallMaxRetainedBytes = 0)
     {
-        ArgumentOutOfRangeException.ThrowIfNegative(smallBlockSize);
-        ArgumentOutOfRangeException.ThrowIfGreaterThanOrEqual(smallBlockSize, Math.Max(1, blockSize));
-        _small = smallBlockSize > 0 ? new BlockMemoryPool(smallBlockSize, smallMaxRetainedBytes, pinned) : null;
-        _pinned = pinned;
         ArgumentOutOfRangeException.ThrowIfLessThan(blockSize, 1);
         ArgumentOutOfRangeException.ThrowIfNegative(maxRetainedBytes);
+        ArgumentOutOfRangeException.ThrowIfNegative(smallBlockSize);
+        ArgumentOutOfRangeException.ThrowIfGreaterThanOrEqual(smallBlockSize, blockSize);
+        _small = smallBlockSize > 0 ? new BlockMemoryPool(smallBlockSize, smallMaxRetainedBytes, pinned) : null;
+        _pinned = pinned;
         _blockSize = blockSize;
         _maxRetainedBlocks = (int)Math.Min(int.MaxValue, maxRetainedBytes / blockSize);
     }
@@ -69,7 +69,7 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     /// its socket's output pipe, 32 MB at 2,000 connections. Receives (minimum 8 KiB) and larger writes get 16 KiB.
     /// </summary>
     public static BlockMemoryPool Default { get; } = CreateWithIdleTrim(DefaultIdleTrimPeriod, DefaultBlockSize, DefaultMaxRetainedBytes, pinned: true,
-        smallBlockSize: StreamBlockSize, smallMaxRetainedBytes: 16L * 1024 * 1024);
+        smallBlockSize: StreamBlockSize, smallMaxRetainedBytes: DefaultSmallMaxRetainedBytes);
 
     /// <summary>
     /// The pool of HTTP/2 streams' request and response pipes (server and relay): 4 KiB blocks, not pinned, at most
@@ -87,7 +87,7 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     /// block in the backend stream's pipe and another in the client stream's; the bursts kept 64 MB of them.
     /// </remarks>
     public static BlockMemoryPool StreamDefault { get; } = CreateWithIdleTrim(DefaultIdleTrimPeriod, StreamBlockSize, 64L * 1024 * 1024, pinned: false,
-        smallBlockSize: StreamSmallBlockSize, smallMaxRetainedBytes: 16L * 1024 * 1024);
+        smallBlockSize: StreamSmallBlockSize, smallMaxRetainedBytes: DefaultSmallMaxRetainedBytes);
 
     /// <summary>
     /// The pool of TLS connections' output pipes (the plaintext before encryption): 4 KiB blocks for rents up to 4 KiB,
@@ -100,7 +100,10 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     /// are copied into 64 KiB writes by the output pump, so smaller blocks cost no extra TLS record.
     /// </remarks>
     public static BlockMemoryPool TlsOutputDefault { get; } = CreateWithIdleTrim(DefaultIdleTrimPeriod, DefaultBlockSize, DefaultMaxRetainedBytes, pinned: false,
-        smallBlockSize: StreamBlockSize, smallMaxRetainedBytes: 16L * 1024 * 1024);
+        smallBlockSize: StreamBlockSize, smallMaxRetainedBytes: DefaultSmallMaxRetainedBytes);
+
+    /// <summary>Small blocks the shared pools keep for reuse: 16 MiB.</summary>
+    public const long DefaultSmallMaxRetainedBytes = 16L * 1024 * 1024;
 
     /// <summary>1 KiB: the small block of <see cref="StreamDefault"/>.</summary>
     public const int StreamSmallBlockSize = 1024;

@@ -17,7 +17,7 @@ namespace Proxy.Transport.Buffers;
 public static class NativeHeapTrimmer
 {
     private static readonly Lock s_lock = new();
-    private static readonly Func<nuint, int>? s_trim = Resolve();
+    private static readonly MallocTrim? s_trim = Resolve();
     private static Timer? s_timer;
     private static int s_leases;
 
@@ -59,7 +59,7 @@ public static class NativeHeapTrimmer
         }
     }
 
-    private static Func<nuint, int>? Resolve()
+    private static MallocTrim? Resolve()
     {
         if (!OperatingSystem.IsLinux())
         {
@@ -69,8 +69,7 @@ public static class NativeHeapTrimmer
         {
             if (NativeLibrary.TryLoad(name, out var libc) && NativeLibrary.TryGetExport(libc, "malloc_trim", out var export))
             {
-                var trim = Marshal.GetDelegateForFunctionPointer<MallocTrim>(export);
-                return pad => trim(pad);
+                return Marshal.GetDelegateForFunctionPointer<MallocTrim>(export);
             }
         }
         return null;

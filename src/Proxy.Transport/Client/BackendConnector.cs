@@ -140,10 +140,7 @@ public static class BackendConnector
             await connection.DisposeAsync().ConfigureAwait(false);
             throw;
         }
-        if (OperatingSystem.IsLinux())
-        {
-            OpenSslIdleBuffers.TryApply(ssl); // as on the server side; when it cannot, the buffers stay (the server logs that once)
-        }
+        OpenSslIdleBuffers.TryApply(ssl); // as on the server side; false (nothing done) off Linux or when the runtime's shape differs
         return new BackendTransport(connection, new TlsDuplexPipe(ssl, new TlsServerOptions()), ssl);
     }
 }
