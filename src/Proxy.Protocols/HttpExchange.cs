@@ -53,8 +53,10 @@ public abstract class HttpExchange
     public abstract bool HasResponseStarted { get; }
 
     /// <summary>
-    /// Sends status and headers now (without waiting for body bytes). Called implicitly by the
-    /// first write or flush of <see cref="ResponseBody"/>. After it, headers are read-only.
+    /// Commits status and headers (read-only after it) without waiting for body bytes. HTTP/2 schedules its HEADERS
+    /// frame at once; HTTP/1.1 puts the head into the connection's output, and the next flush of
+    /// <see cref="ResponseBody"/> or the completion sends it (as Kestrel: StartAsync commits, a flush sends). Called
+    /// implicitly by the first write or flush of <see cref="ResponseBody"/>.
     /// </summary>
     public abstract ValueTask StartResponseAsync(CancellationToken cancellationToken = default);
 

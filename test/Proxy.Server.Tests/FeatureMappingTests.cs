@@ -351,6 +351,29 @@ public class FeatureMappingTests
     }
 
     [Fact]
+    public async Task HandleAsync_BodyWrittenAndCompleted_HeadGoesWithTheCompletionNotBeforeIt()
+    {
+        var exchange = Exchange();
+        await RunAsync(exchange, context =>
+        {
+            context.Response.Headers["X-App"] = "1";
+            var span = context.Response.BodyWriter.GetSpan(5);
+            "hello"u8.CopyTo(span);
+            context.Response.BodyWriter.Advance(5);
+            return Task.CompletedTask;
+        });
+
+        // The response was finished in one go: the exchange is never asked to send the head on its own (a second
+        // socket write for HTTP/1.1, a second wake of the writer loop for HTTP/2); the completion carries it.
+        Assert.Equal(0, exchange.StartCalls);
+        Assert.Equal(1, exchange.CompleteCalls);
+        Assert.False(exchange.BodyFlushedBeforeStart);
+        Assert.Equal("1", Header(exchange, "X-App"));
+        Assert.Equal("5", Header(exchange, "Content-Length"));
+        Assert.Equal("hello"u8.ToArray(), await exchange.ReadResponseBodyAsync());
+    }
+
+    [Fact]
     public async Task HandleAsync_StatusAfterStart_Throws()
     {
         var exchange = Exchange();

@@ -60,10 +60,16 @@ internal sealed partial class Http1Exchange
         ResponseIncomplete = false;
     }
 
-    public override async ValueTask StartResponseAsync(CancellationToken cancellationToken = default)
+    /// <summary>
+    /// Commits the head into the connection's output; the next flush or the completion sends it with what follows
+    /// (Kestrel's HTTP/1.1 StartAsync does the same). Flushing here cost a second socket write for every response an
+    /// app starts before writing (HttpResponse.WriteAsync(string) starts first, then writes).
+    /// </summary>
+    public override ValueTask StartResponseAsync(CancellationToken cancellationToken = default)
     {
+        cancellationToken.ThrowIfCancellationRequested();
         WriteHead(finalizing: false);
-        await FlushOutputAsync(cancellationToken).ConfigureAwait(false);
+        return ValueTask.CompletedTask;
     }
 
     public override ValueTask CompleteAsync()

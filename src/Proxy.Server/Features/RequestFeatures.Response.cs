@@ -139,9 +139,17 @@ internal partial class RequestFeatures :
 
     /// <summary>
     /// Starts the response once: runs OnStarting callbacks (last registered first, as Kestrel
-    /// does), freezes and copies the headers, adds Date/Server, then tells the exchange.
+    /// does), freezes and copies the headers, adds Date/Server, then tells the exchange, which sends the head now.
     /// </summary>
-    internal async ValueTask StartResponseAsync(CancellationToken cancellationToken = default)
+    internal ValueTask StartResponseAsync(CancellationToken cancellationToken = default) => StartResponseAsync(send: true, cancellationToken);
+
+    /// <summary>
+    /// Starts the response once. <paramref name="send"/> false: the head is only committed, and leaves with the body in
+    /// the flush or completion the caller makes next (one write instead of two for a response finished in one go).
+    /// </summary>
+    // NOTE: HTTP/1.1's exchange puts the head into the connection's output when the first body byte (or the completion)
+    // comes, HTTP/2's stream snapshots it then; sending it here as well cost a socket write per response.
+    internal async ValueTask StartResponseAsync(bool send, CancellationToken cancellationToken = default)
     {
         if (HasStarted)
         {
@@ -161,7 +169,10 @@ internal partial class RequestFeatures :
         CopyResponseHeaders();
         HasStarted = true;
         _responseHeaders.IsReadOnly = true;
-        await Exchange.StartResponseAsync(cancellationToken).ConfigureAwait(false);
+        if (send)
+        {
+            await Exchange.StartResponseAsync(cancellationToken).ConfigureAwait(false);
+        }
         _bodyWriter.MoveBufferedBytes();
     }
 
@@ -185,7 +196,7 @@ internal partial class RequestFeatures :
                 _responseHeaders.ContentLength = buffered;
             }
         }
-        await StartResponseAsync().ConfigureAwait(false);
+        await StartResponseAsync(send: false).ConfigureAwait(false);
         CopyTrailers();
         await Exchange.CompleteAsync().ConfigureAwait(false);
     }

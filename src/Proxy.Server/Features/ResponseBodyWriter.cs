@@ -58,7 +58,7 @@ internal sealed class ResponseBodyWriter(RequestFeatures owner) : PipeWriter
     [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
     public override async ValueTask<FlushResult> FlushAsync(CancellationToken cancellationToken = default)
     {
-        await owner.StartResponseAsync(cancellationToken).ConfigureAwait(false);
+        await owner.StartResponseAsync(send: false, cancellationToken).ConfigureAwait(false);
         return await Inner.FlushAsync(cancellationToken).ConfigureAwait(false);
     }
 
@@ -66,7 +66,7 @@ internal sealed class ResponseBodyWriter(RequestFeatures owner) : PipeWriter
     public override async ValueTask<FlushResult> WriteAsync(ReadOnlyMemory<byte> source, CancellationToken cancellationToken = default)
     {
         ThrowIfCompleted();
-        await owner.StartResponseAsync(cancellationToken).ConfigureAwait(false);
+        await owner.StartResponseAsync(send: false, cancellationToken).ConfigureAwait(false);
         return await Inner.WriteAsync(source, cancellationToken).ConfigureAwait(false);
     }
 

@@ -45,6 +45,36 @@ public class Http1ConnectionTests
     }
 
     [Fact]
+    public async Task StartResponse_CommitsWithoutSending_HeadLeavesWithTheFirstFlush()
+    {
+        var started = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var write = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            e.ResponseHeaders.Add("Content-Length", "5");
+            await e.StartResponseAsync();
+            Assert.True(e.HasResponseStarted);
+            started.SetResult();
+            await write.Task;
+            await e.WriteAsync("hello");
+        });
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        await started.Task.WaitAsync(TimeSpan.FromSeconds(10));
+
+        // Committed, not sent: nothing was flushed to the client (as Kestrel's HTTP/1.1 StartAsync).
+        Assert.False(h.ToClient.Reader.TryRead(out _));
+
+        write.SetResult();
+        var read = await h.ToClient.Reader.ReadAsync().AsTask().WaitAsync(TimeSpan.FromSeconds(10));
+        var text = Encoding.Latin1.GetString(read.Buffer.ToArray());
+        h.ToClient.Reader.AdvanceTo(read.Buffer.Start); // leave it for nobody: the test reads no more
+
+        // One flush carried the head and the body.
+        Assert.StartsWith("HTTP/1.1 200 OK\r\n", text);
+        Assert.EndsWith("\r\n\r\nhello", text);
+    }
+
+    [Fact]
     public async Task Get_AbsoluteFormTarget_AuthorityFromTargetNotHost()
     {
         await using var h = new Http1Harness(Echo);
