@@ -25,4 +25,7 @@ internal static partial class HostLog
 
     [LoggerMessage(8, LogLevel.Information, "Admin listening on {Address} (dashboard /, /healthz, /readyz, /metrics, /config)")]
     public static partial void AdminListening(ILogger logger, Uri address);
+
+    [LoggerMessage(9, LogLevel.Information, "Socket completions run {Mode} (" + SocketEngineDefaults.InlineCompletionsVariable + ")")]
+    public static partial void SocketCompletions(ILogger logger, string mode);
 }

@@ -271,6 +271,7 @@ public sealed class ProxyHostApp : IAsyncDisposable
         var logger = App.Services.GetRequiredService<ILoggerFactory>().CreateLogger("Proxy.Host");
         var addresses = Addresses;
         HostLog.Listening(logger, string.Join(", ", addresses), Server, ConfigFile);
+        HostLog.SocketCompletions(logger, SocketEngineDefaults.CompletionMode());
         if (Admin is not null)
         {
             HostLog.AdminListening(logger, Admin.Address);
