@@ -41,6 +41,66 @@ public class TlsConnectionMiddlewareTests
         return (client, server);
     }
 
+    private static readonly AsyncLocal<bool> s_inWakeTest = new();
+
+    [Fact]
+    public async Task Input_CancelPendingRead_WakesTheReaderWithoutAnExceptionAndBytesStillFlow()
+    {
+        // The HTTP/2 read loop is woken with CancelPendingRead for every stream's end; over TLS each wake used to throw
+        // OperationCanceledExceptions through SslStream's async layers (a StreamPipeReader cancels the stream read).
+        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        var options = new TlsServerOptions { ServerCertificate = TestCertificates.Server };
+        var thrown = 0;
+        EventHandler<System.Runtime.ExceptionServices.FirstChanceExceptionEventArgs> count = (_, e) =>
+        {
+            if (s_inWakeTest.Value && e.Exception is OperationCanceledException)
+            {
+                Interlocked.Increment(ref thrown);
+            }
+        };
+        var woken = new TaskCompletionSource<int>(TaskCreationOptions.RunContinuationsAsynchronously);
+        ConnectionDelegate app = async context =>
+        {
+            s_inWakeTest.Value = true;
+            var input = context.Transport.Input;
+            var canceled = 0;
+            for (var i = 0; i < 50; i++)
+            {
+                var pending = input.ReadAsync();
+                input.CancelPendingRead();
+                var result = await pending;
+                canceled += result.IsCanceled ? 1 : 0;
+                input.AdvanceTo(result.Buffer.Start, result.Buffer.End);
+            }
+            woken.SetResult(canceled);
+
+            // Still a working transport after the wakes.
+            var read = await input.ReadAtLeastAsync(4);
+            var bytes = read.Buffer.Slice(0, 4).ToArray();
+            input.AdvanceTo(read.Buffer.GetPosition(4));
+            await context.Transport.Output.WriteAsync(bytes);
+        };
+
+        AppDomain.CurrentDomain.FirstChanceException += count;
+        try
+        {
+            var (client, server) = await ConnectAsync(listener, options, app, new SslApplicationProtocol("h2"));
+            await using (client)
+            {
+                Assert.Equal(50, await woken.Task.WaitAsync(Net.Patience));
+                await client.WriteAsync("wxyz"u8.ToArray());
+                Assert.Equal("wxyz", Encoding.ASCII.GetString(await Net.ReadExactlyAsync(client, 4).WaitAsync(Net.Patience)));
+            }
+            await server.WaitAsync(Net.Patience);
+        }
+        finally
+        {
+            AppDomain.CurrentDomain.FirstChanceException -= count;
+        }
+
+        Assert.Equal(0, Volatile.Read(ref thrown));
+    }
+
     [Theory]
     [InlineData("h2")]
     [InlineData("http/1.1")]

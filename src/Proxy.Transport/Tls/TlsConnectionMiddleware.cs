@@ -42,6 +42,10 @@ public sealed partial class TlsConnectionMiddleware
         {
             throw new ArgumentOutOfRangeException(nameof(options), "MaxCoalescedWriteSize must be positive.");
         }
+        if (options.MaxInputBufferSize < 1)
+        {
+            throw new ArgumentOutOfRangeException(nameof(options), "MaxInputBufferSize must be positive.");
+        }
         _next = next;
         _options = options;
         _logger = logger ?? NullLogger.Instance;

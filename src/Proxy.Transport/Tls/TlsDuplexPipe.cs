@@ -8,17 +8,28 @@ namespace Proxy.Transport.Tls;
 internal sealed class TlsDuplexPipe : IDuplexPipe, IAsyncDisposable
 {
     private readonly SslStream _sslStream;
+    private readonly Pipe _input;
     private readonly Pipe _output;
     private readonly Task _pump;
+
+    // A block per read: SslStream returns at most one record's plaintext (16 KiB) per read, and most records are small.
+    private const int InputReadSize = 4 * 1024;
 
     public TlsDuplexPipe(SslStream sslStream, TlsServerOptions options)
     {
         _sslStream = sslStream;
-        // 16 KiB matches the largest TLS record: one read decrypts one record without splitting. Zero-byte reads:
-        // the reader waits for a record before renting its buffer, and SslStream, asked for zero bytes, waits without
-        // its own 16 KiB read buffer, so an idle TLS connection holds neither (32 KiB per connection otherwise).
-        Input = PipeReader.Create(sslStream, new StreamPipeReaderOptions(
-            bufferSize: 16 * 1024, minimumReadSize: 4 * 1024, leaveOpen: true, useZeroByteReads: true));
+        // The input pump decrypts into a Pipe whose reader continues on the pump's thread (see TlsInputPump's NOTE).
+        // Zero-byte reads: the pump waits for a record before renting a block, and SslStream, asked for zero bytes,
+        // waits without its own 16 KiB read buffer, so an idle TLS connection holds neither.
+        _input = new Pipe(new PipeOptions(
+            pool: options.InputMemoryPool,
+            readerScheduler: PipeScheduler.Inline,
+            pauseWriterThreshold: options.MaxInputBufferSize,
+            resumeWriterThreshold: options.MaxInputBufferSize / 2,
+            minimumSegmentSize: InputReadSize,
+            useSynchronizationContext: false));
+        Input = _input.Reader;
+        _ = TlsInputPump.RunAsync(sslStream, _input.Writer, InputReadSize);
         _output = new Pipe(new PipeOptions(
             pool: options.OutputMemoryPool,
             pauseWriterThreshold: options.MaxOutputBufferSize,
@@ -47,5 +58,7 @@ internal sealed class TlsDuplexPipe : IDuplexPipe, IAsyncDisposable
             // The peer is gone; nothing to notify.
         }
         await _sslStream.DisposeAsync().ConfigureAwait(false);
+        // NOTE: the input pump is not awaited: its read ends when the transport closes (after this), it completes the
+        // pipe's writer itself and never faults (it hands its failure to the pipe).
     }
 }

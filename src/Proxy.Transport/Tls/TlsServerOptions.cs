@@ -56,6 +56,12 @@ public sealed class TlsServerOptions
     /// </summary>
     public bool ReleaseIdleBuffers { get; set; } = true;
 
+    /// <summary>Decrypted bytes the protocol has not consumed before the input pump stops reading the connection.</summary>
+    public long MaxInputBufferSize { get; set; } = 1024 * 1024;
+
+    /// <summary>Pool of the input pipe's segments (decrypted bytes waiting for the protocol): unpinned, 4 KiB / 16 KiB.</summary>
+    public MemoryPool<byte> InputMemoryPool { get; set; } = BlockMemoryPool.TlsOutputDefault;
+
     /// <summary>Pool of the output pipe's segments (the plaintext waiting for encryption).</summary>
     public MemoryPool<byte> OutputMemoryPool { get; set; } = BlockMemoryPool.TlsOutputDefault;
 
