@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Interleaved A/B of our proxy: two Proxy.Host processes side by side in front of one Kestrel backend, measured in turn
+# (A, B, A, B, ...), so a VM whose speed drifts over minutes moves both alike. Prints, per run: RPS, proxy CPU per
+# request in µs (user + system ticks over the measured period only), and with `perf` installed the proxy's syscalls
+# and context switches per request.
+#
+#   benchmarks/proxy-ab.sh [--a-env "K=V ..."] [--b-env "K=V ..."] [--a-dll PATH] [--b-dll PATH] [--rounds 3]
+#                          [--duration 6] [--warmup 2] [--no-build] SCENARIO...
+#
+# SCENARIO: get-1k-h1 (h2load --h1 64x1), get-1k-h2c / get-1k-h2 / post-1k-h2c (h2load 16x16), grpc-1x70-h2c /
+# grpc-4x70-h2 (Proxy.Load, Grpc.Net.Client unary). Both proxies run the main build unless --a-dll/--b-dll name
+# another Proxy.Host.dll (e.g. a `git worktree` build of an older commit). Ports: 19001/19002 (backend), A
+# 18080/18081/18083, B 18090/18091/18093, admin 9901/9902.
+# Example (what the inline-completions row of the README came from):
+#   benchmarks/proxy-ab.sh --b-env DOTNET_SYSTEM_NET_SOCKETS_INLINE_COMPLETIONS=0 grpc-1x70-h2c get-1k-h2c get-1k-h1
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+A_ENV=""; B_ENV=""; A_DLL=""; B_DLL=""; ROUNDS=3; DURATION=6; WARMUP=2; BUILD=1; SCENARIOS=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --a-env) A_ENV=$2; shift 2 ;; --b-env) B_ENV=$2; shift 2 ;;
+    --a-dll) A_DLL=$2; shift 2 ;; --b-dll) B_DLL=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;; --duration) DURATION=$2; shift 2 ;; --warmup) WARMUP=$2; shift 2 ;;
+    --no-build) BUILD=0; shift ;;
+    -*) echo "unknown option $1" >&2; exit 2 ;;
+    *) SCENARIOS+=("$1"); shift ;;
+  esac
+done
+[[ ${#SCENARIOS[@]} -gt 0 ]] || { echo "name at least one scenario" >&2; exit 2; }
+command -v h2load >/dev/null || { echo "h2load is needed (Debian: nghttp2-client)" >&2; exit 2; }
+HOST_DLL=$ROOT/src/Proxy.Host/bin/Release/net10.0/Proxy.Host.dll
+LOAD_DLL=$ROOT/benchmarks/Proxy.Load/bin/Release/net10.0/Proxy.Load.dll
+if [[ $BUILD == 1 ]]; then
+  dotnet build -c Release "$ROOT/src/Proxy.Host" -v q -nologo >/dev/null
+  dotnet build -c Release "$ROOT/benchmarks/Proxy.Load" -v q -nologo >/dev/null
+fi
+WORK=$(mktemp -d /tmp/proxy-ab.XXXXXX)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+export DOTNET_CLI_TELEMETRY_OPTOUT=1 ASPNETCORE_ENVIRONMENT=Production
+sed -e "s#@BH1@#19001#g" -e "s#@BH2C@#19002#g" "$ROOT/benchmarks/peers/proxy.json" > "$WORK/proxy.json"
+wait_port() { until (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do sleep 0.2; done; }
+
+setsid dotnet "$LOAD_DLL" serve --server kestrel --urls http://127.0.0.1:19001 --h2c-port 19002 >"$WORK/backend.log" 2>&1 </dev/null &
+PIDS+=($!)
+start() { # name env dll base-port admin-port
+  env $2 Admin__Url="http://127.0.0.1:$5" setsid dotnet "$3" --config "$WORK/proxy.json" \
+    --urls "http://127.0.0.1:$4;http://127.0.0.1:$(($4 + 1));https://127.0.0.1:$(($4 + 3))" \
+    --ProxyServer:DevelopmentCertificateDirectory="$WORK/cert" >"$WORK/proxy-$1.log" 2>&1 </dev/null &
+  PIDS+=($!); echo $! >"$WORK/$1.pid"
+}
+start A "$A_ENV" "${A_DLL:-$HOST_DLL}" 18080 9901
+start B "$B_ENV" "${B_DLL:-$HOST_DLL}" 18090 9902
+for p in 19001 19002 18080 18081 18083 18090 18091 18093; do wait_port $p; done
+
+ticks() { local s; s=$(cat "/proc/$1/stat"); s=${s##*) }; read -r -a f <<<"$s"; echo $((f[11] + f[12])); }
+run() { # side scenario duration -> "rps us/req [perf counts]"
+  local side=$1 s=$2 d=$3 pid base out
+  pid=$(cat "$WORK/$side.pid"); base=$([[ $side == A ]] && echo 18080 || echo 18090); out=$WORK/out-$side.txt
+  case $s in
+    get-1k-h1) h2load --h1 -c64 -m1 -D "$d" --warm-up-time="$WARMUP" "http://127.0.0.1:$base/size/1024" >"$out" 2>&1 & ;;
+    get-1k-h2c) h2load -c16 -m16 -D "$d" --warm-up-time="$WARMUP" "http://127.0.0.1:$((base + 1))/size/1024" >"$out" 2>&1 & ;;
+    get-1k-h2) h2load -c16 -m16 -D "$d" --warm-up-time="$WARMUP" "https://127.0.0.1:$((base + 3))/size/1024" >"$out" 2>&1 & ;;
+    post-1k-h2c) head -c 1024 /dev/zero | tr '\0' p >"$WORK/post1k"
+      h2load -c16 -m16 -D "$d" --warm-up-time="$WARMUP" -d "$WORK/post1k" -H 'content-type: application/octet-stream' \
+        "http://127.0.0.1:$((base + 1))/echo" >"$out" 2>&1 & ;;
+    grpc-1x70-h2c|grpc-4x70-h2)
+      local c=1 url="http://127.0.0.1:$((base + 1))"
+      [[ $s == grpc-4x70-h2 ]] && { c=4; url="https://127.0.0.1:$((base + 3))"; }
+      dotnet "$LOAD_DLL" run --scenario grpcnet-unary --url "$url" --connections $c --streams 70 --warmup "$WARMUP" \
+        --duration "$d" --json "$WORK/load-$side.jsonl" --no-header --no-progress >"$out" 2>&1 & ;;
+    *) echo "unknown scenario $s" >&2; exit 2 ;;
+  esac
+  local load=$! perf=""
+  sleep "$WARMUP"; [[ $s == grpc-* ]] && sleep 0.6 # the gRPC client connects before its warm-up starts
+  if command -v perf >/dev/null; then
+    perf stat -x, -o "$WORK/perf-$side.txt" -e syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom,syscalls:sys_enter_sched_yield,context-switches \
+      -p "$pid" -- sleep "$d" 2>/dev/null &
+    perf=$!
+  fi
+  local b; b=$(ticks "$pid"); sleep "$d"; local a; a=$(ticks "$pid")
+  wait $load || true; [[ -n $perf ]] && { wait $perf || true; }
+  local n
+  if [[ $s == grpc-* ]]; then n=$(tail -1 "$WORK/load-$side.jsonl" | python3 -c "import json,sys; print(json.load(sys.stdin)['requests'])")
+  else n=$(grep -Eo '[0-9]+ succeeded' "$out" | awk '{print $1}'); fi
+  python3 - "$n" "$a" "$b" "$d" "$WORK/perf-$side.txt" <<'PY'
+import os, sys
+n, a, b, d, perf = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+line = f"rps={n / d:,.0f} cpu_us_per_req={(a - b) / 100 * 1e6 / max(n, 1):.1f}"
+if os.path.exists(perf):
+    for row in open(perf):
+        parts = row.strip().split(",")
+        if len(parts) > 2 and parts[0].replace(".", "").isdigit():
+            name = parts[2].replace("syscalls:sys_enter_", "")
+            line += f" {name}={float(parts[0]) / max(n, 1):.2f}"
+print(line)
+PY
+}
+
+for s in "${SCENARIOS[@]}"; do run A "$s" 4 >/dev/null; run B "$s" 4 >/dev/null; done # warm both (tier-1 code)
+echo "A: ${A_ENV:-default env} ${A_DLL:-main build}"
+echo "B: ${B_ENV:-default env} ${B_DLL:-main build}"
+for r in $(seq "$ROUNDS"); do
+  for s in "${SCENARIOS[@]}"; do
+    for side in A B; do echo "round $r $side $s $(run $side "$s" "$DURATION")"; done
+  done
+done
