@@ -14,8 +14,8 @@ internal static class SocketEngineDefaults
     /// parse and hand each HTTP/2 stream to the pool, and the forwarder awaits rather than blocks, so the hop bought
     /// nothing: without it, with idle workers that do not spin (runtimeconfig), the proxy's CPU per request fell 28-35%
     /// on gRPC unary 1x70, up to 21% on GET h1 and up to 13% on GET h2c, and context switches halved (interleaved
-    /// pairs, benchmarks/README.md). NOTE: code that blocks a socket continuation stalls every socket of that engine;
-    /// a library user adding such middleware should leave this off.
+    /// pairs, benchmarks/README.md). NOTE: code that blocks a socket continuation stalls every socket of that engine.
+    /// Only the standalone proxy sets this, whose pipeline is ours; an app using the library decides for itself.
     /// </summary>
     public static void PreferInlineCompletions()
     {

@@ -62,6 +62,29 @@ public class Http1WiringTests
         Assert.True(end.IsCompleted);
     }
 
+    [Fact]
+    public async Task EmptyResponse_AppWritesNothing_ContentLengthZeroNotChunked()
+    {
+        var server = new ProxyServer(new ProxyServerOptions(), NullLoggerFactory.Instance, TimeProvider.System, EngineProtocolFactory.Instance);
+        await using var memory = new InMemoryConnectionListener();
+        server.AddListener(memory, new ListenOptions(new IPEndPoint(IPAddress.Loopback, 80)));
+        await server.StartAsync(new DelegateApplication(context =>
+        {
+            context.Response.StatusCode = 202;
+            return Task.CompletedTask;
+        }), CancellationToken.None);
+
+        var client = await memory.ConnectAsync();
+        await client.Transport.Output.WriteAsync("GET / HTTP/1.1\r\nHost: a\r\n\r\n"u8.ToArray());
+        var response = await ReadUntilAsync(client, "\r\n\r\n");
+
+        // The completion frames the empty body (the head was not committed to chunked before it).
+        Assert.StartsWith("HTTP/1.1 202", response);
+        Assert.Contains("Content-Length: 0\r\n", response);
+        Assert.DoesNotContain("Transfer-Encoding", response);
+        await server.StopAsync(CancellationToken.None).WaitAsync(Patience.Long);
+    }
+
     private interface IMarkerFeature;
 
     private sealed class MarkerFeature : IMarkerFeature;

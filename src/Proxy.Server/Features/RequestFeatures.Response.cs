@@ -139,16 +139,17 @@ internal partial class RequestFeatures :
 
     /// <summary>
     /// Starts the response once: runs OnStarting callbacks (last registered first, as Kestrel
-    /// does), freezes and copies the headers, adds Date/Server, then tells the exchange, which sends the head now.
+    /// does), freezes and copies the headers, adds Date/Server, then hands the head to the exchange (HTTP/2 schedules
+    /// its HEADERS frame at once; HTTP/1.1 commits it to the output, where the next flush sends it).
     /// </summary>
     internal ValueTask StartResponseAsync(CancellationToken cancellationToken = default) => StartResponseAsync(send: true, cancellationToken);
 
     /// <summary>
-    /// Starts the response once. <paramref name="send"/> false: the head is only committed, and leaves with the body in
-    /// the flush or completion the caller makes next (one write instead of two for a response finished in one go).
+    /// Starts the response once. <paramref name="send"/> false: the exchange is not told here; the head reaches it with
+    /// the first body byte or the completion the caller makes next.
     /// </summary>
-    // NOTE: HTTP/1.1's exchange puts the head into the connection's output when the first body byte (or the completion)
-    // comes, HTTP/2's stream snapshots it then; sending it here as well cost a socket write per response.
+    // NOTE: for a response finished in one go that saves HTTP/2's writer loop a wake for the HEADERS alone, and lets
+    // HTTP/1.1 frame an empty body with Content-Length: 0 at completion instead of committing to chunked first.
     internal async ValueTask StartResponseAsync(bool send, CancellationToken cancellationToken = default)
     {
         if (HasStarted)

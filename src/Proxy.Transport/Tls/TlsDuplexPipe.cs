@@ -3,8 +3,8 @@ using System.Net.Security;
 namespace Proxy.Transport.Tls;
 
 // Owned by the TLS middleware for one connection: the protocol reads Input and writes Output;
-// the output pump is the only writer of the SslStream, the protocol's reads its only reader.
-/// <summary>Pipes over an authenticated <see cref="SslStream"/>: reads decrypt on demand, writes go through the coalescing pump.</summary>
+// the output pump is the only writer of the SslStream, the input pump its only reader.
+/// <summary>Pipes over an authenticated <see cref="SslStream"/>: the input pump decrypts into Input, writes go through the coalescing pump.</summary>
 internal sealed class TlsDuplexPipe : IDuplexPipe, IAsyncDisposable
 {
     private readonly SslStream _sslStream;
@@ -58,7 +58,7 @@ internal sealed class TlsDuplexPipe : IDuplexPipe, IAsyncDisposable
             // The peer is gone; nothing to notify.
         }
         await _sslStream.DisposeAsync().ConfigureAwait(false);
-        // NOTE: the input pump is not awaited: its read ends when the transport closes (after this), it completes the
-        // pipe's writer itself and never faults (it hands its failure to the pipe).
+        // NOTE: the input pump is not awaited: its pending read ends with the disposed stream or when the connection's
+        // transport closes, it completes the pipe's writer itself, and it never faults (its failure goes to the pipe).
     }
 }

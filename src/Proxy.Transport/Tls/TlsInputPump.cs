@@ -12,8 +12,8 @@ namespace Proxy.Transport.Tls;
 /// NOTE: the protocol read the SslStream through <c>PipeReader.Create</c> before. Such a reader implements
 /// CancelPendingRead by cancelling the stream read in flight, so each wake of the HTTP/2 read loop (it is woken that way
 /// for every stream's output end, window update and timer) threw an OperationCanceledException through SslStream's
-/// async layers: about 9 exceptions per proxied request over h2 + TLS, a third of the proxy's CPU. A Pipe cancels a
-/// pending read with a flag.
+/// async layers: about 9 exceptions per proxied request over h2 + TLS, half the proxy's CPU per request (GET 1 KB over
+/// h2 + TLS: 93-98 µs before, 47-54 after). A Pipe cancels a pending read with a flag.
 /// </remarks>
 internal static class TlsInputPump
 {
