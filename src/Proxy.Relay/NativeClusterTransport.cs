@@ -93,6 +93,7 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
             PathAndQuery = head.PathAndQuery,
             HasBody = head.HasBody,
             ContentLength = head.HasBody ? head.ContentLength : null,
+            HeadWaitsForBody = head.HasBody && head.BodyFollowsAtOnce,
         };
         request.Headers.AddRange(head.Headers);
         var call = new NativeBackendCall(pool, request);

@@ -40,6 +40,12 @@ public sealed class ForwarderRequestHead
 
     /// <summary>The declared body length, when known.</summary>
     public long? ContentLength { get; set; }
+
+    /// <summary>
+    /// The whole body is already here and the forwarder writes and flushes it as soon as the call starts: a transport
+    /// may keep the head for that flush, so head and body leave in one write.
+    /// </summary>
+    public bool BodyFollowsAtOnce { get; set; }
 }
 
 /// <summary>Why a native backend exchange failed.</summary>

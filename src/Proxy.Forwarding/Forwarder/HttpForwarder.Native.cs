@@ -95,6 +95,10 @@ internal sealed partial class HttpForwarder
             return error;
         }
 
+        // The body is whole in the client's reader: the pump below writes and flushes it before anything waits, so the
+        // backend head may go with it (PumpRequestBodyAsync's first read completes at once).
+        head.BodyFollowsAtOnce = head.ContentLength is > 0 and <= MaxPrebufferedBody;
+
         // Step 3: a pooled connection, and the head on its way.
         ForwarderBackendCall call;
         try

@@ -22,6 +22,12 @@ public sealed class BackendRequest
     public bool HasBody { get; set; }
     /// <summary>Declared body length when known (sent as content-length; HTTP/1.1 uses chunked when null and <see cref="HasBody"/>).</summary>
     public long? ContentLength { get; set; }
+    /// <summary>
+    /// The relay writes and flushes the body right after the exchange starts, from bytes it already holds: HTTP/1.1
+    /// then leaves the head in the output for that flush (one write for head and body). Never for a body still
+    /// arriving: a relay that waits for the response head before its body could wait on a head we keep.
+    /// </summary>
+    public bool HeadWaitsForBody { get; set; }
 }
 
 /// <summary>Why a backend exchange failed; the relay maps it to a 502/504 or a client reset.</summary>

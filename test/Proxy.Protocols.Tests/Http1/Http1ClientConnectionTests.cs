@@ -118,6 +118,27 @@ public class Http1ClientConnectionTests
         Assert.True(h.Connection.IsReusable);
     }
 
+    [Fact]
+    public async Task RequestBody_HeadWaitsForBody_HeadAndBodyLeaveInOneFlush()
+    {
+        await using var h = new Http1ClientHarness();
+        var request = new BackendRequest { Method = "POST", Authority = "h", PathAndQuery = "/p", HasBody = true, ContentLength = 10, HeadWaitsForBody = true };
+        var exchange = await h.SendAsync(request);
+
+        // Nothing flushed yet: the relay's body flush carries the head (one socket write for a small POST, not two).
+        Assert.Equal("", h.TakeWritten());
+
+        exchange.RequestBody.Write("helloworld"u8);
+        await exchange.RequestBody.FlushAsync();
+        Assert.Equal("POST /p HTTP/1.1\r\nhost: h\r\ncontent-length: 10\r\n\r\nhelloworld", h.TakeWritten());
+
+        await exchange.RequestBody.CompleteAsync();
+        await h.RespondAsync("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        await exchange.ReadResponseHeadAsync(CancellationToken.None);
+        await exchange.DisposeAsync();
+        Assert.Equal([true], h.Released);
+    }
+
     [Theory]
     [InlineData("POST", "POST / HTTP/1.1\r\nhost: h\r\ncontent-length: 0\r\n\r\n")]
     [InlineData("DELETE", "DELETE / HTTP/1.1\r\nhost: h\r\n\r\n")]

@@ -77,9 +77,10 @@ public sealed class Http1ClientConnection : IAsyncDisposable
     /// cannot be written.
     /// </summary>
     /// <remarks>
-    /// NOTE: the head of a request with a body is flushed on its own too rather than with the first body bytes: one more
-    /// write for a POST, but a relay that reads the response head before it pumps the body (or a backend that answers
-    /// before reading it) can never wait on a head we are still holding.
+    /// NOTE: the head of a request with a body is flushed on its own too rather than with the first body bytes, so a
+    /// relay that reads the response head before it pumps the body (or a backend that answers before reading it) can
+    /// never wait on a head we are still holding. The exception is <see cref="BackendRequest.HeadWaitsForBody"/>: the
+    /// relay holds the whole body and flushes it at once, and the head leaves with it (a POST in one write, not two).
     /// </remarks>
     public async ValueTask<BackendExchange> SendAsync(BackendRequest request, CancellationToken cancellationToken = default)
     {
@@ -103,6 +104,10 @@ public sealed class Http1ClientConnection : IAsyncDisposable
         var output = _transport.Output;
         Http1RequestHeadWriter.Write(output.GetSpan(headLength)[..headLength], request, framing);
         output.Advance(headLength);
+        if (request.HasBody && request.HeadWaitsForBody)
+        {
+            return exchange; // the relay's body flush carries the head
+        }
         try
         {
             await exchange.FlushRequestAsync(cancellationToken).ConfigureAwait(false);
