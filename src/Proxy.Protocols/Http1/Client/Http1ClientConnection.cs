@@ -7,7 +7,8 @@ namespace Proxy.Protocols.Http1.Client;
 /// (RFC 9112 §9.3). No pipelining: the next exchange starts only after the previous one was disposed cleanly.
 /// </summary>
 /// <remarks>
-/// Use: <see cref="SendAsync"/> validates the request, writes and flushes its head and returns the exchange; the relay
+/// Use: <see cref="SendAsync"/> validates the request, writes and flushes its head (or leaves it for the body's first
+/// flush, <see cref="BackendRequest.HeadWaitsForBody"/>) and returns the exchange; the relay
 /// writes the request body into <see cref="BackendExchange.RequestBody"/>, awaits
 /// <see cref="BackendExchange.ReadResponseHeadAsync"/>, reads <see cref="BackendExchange.ResponseBody"/> and disposes
 /// the exchange. Disposal hands the connection back: it is idle and <see cref="IsReusable"/> when the exchange ended
