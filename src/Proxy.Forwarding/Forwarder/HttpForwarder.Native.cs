@@ -88,7 +88,8 @@ internal sealed partial class HttpForwarder
         // Step 2b: a small body of declared length is received whole before anything goes to the backend. A body that
         // disagrees with its content-length makes the request malformed (RFC 9113 §8.1.1), and a malformed request is
         // never forwarded, not even its head. The host server checks the length; here we wait for its verdict.
-        if (head.ContentLength is > 0 and <= MaxPrebufferedBody && !await PrebufferDeclaredBodyAsync(context, head.ContentLength.Value, cancellation).ConfigureAwait(false))
+        var prebuffered = head.ContentLength is > 0 and <= MaxPrebufferedBody;
+        if (prebuffered && !await PrebufferDeclaredBodyAsync(context, head.ContentLength!.Value, cancellation).ConfigureAwait(false))
         {
             var error = cancellation.ClientAborted ? ForwarderError.RequestCanceled : ForwarderError.RequestBodyClient;
             ReportBeforeResponse(context, error, new InvalidOperationException("The request body did not match its content-length."), isGrpc, cancellation);
@@ -97,7 +98,7 @@ internal sealed partial class HttpForwarder
 
         // The body is whole in the client's reader: the pump below writes and flushes it before anything waits, so the
         // backend head may go with it (PumpRequestBodyAsync's first read completes at once).
-        head.BodyFollowsAtOnce = head.ContentLength is > 0 and <= MaxPrebufferedBody;
+        head.BodyFollowsAtOnce = prebuffered;
 
         // Step 3: a pooled connection, and the head on its way.
         ForwarderBackendCall call;

@@ -8,7 +8,6 @@ namespace Proxy.Transport.Tls;
 internal sealed class TlsDuplexPipe : IDuplexPipe, IAsyncDisposable
 {
     private readonly SslStream _sslStream;
-    private readonly Pipe _input;
     private readonly Pipe _output;
     private readonly Task _pump;
 
@@ -21,15 +20,15 @@ internal sealed class TlsDuplexPipe : IDuplexPipe, IAsyncDisposable
         // The input pump decrypts into a Pipe whose reader continues on the pump's thread (see TlsInputPump's NOTE).
         // Zero-byte reads: the pump waits for a record before renting a block, and SslStream, asked for zero bytes,
         // waits without its own 16 KiB read buffer, so an idle TLS connection holds neither.
-        _input = new Pipe(new PipeOptions(
+        var input = new Pipe(new PipeOptions(
             pool: options.InputMemoryPool,
             readerScheduler: PipeScheduler.Inline,
             pauseWriterThreshold: options.MaxInputBufferSize,
             resumeWriterThreshold: options.MaxInputBufferSize / 2,
             minimumSegmentSize: InputReadSize,
             useSynchronizationContext: false));
-        Input = _input.Reader;
-        _ = TlsInputPump.RunAsync(sslStream, _input.Writer, InputReadSize);
+        Input = input.Reader;
+        _ = TlsInputPump.RunAsync(sslStream, input.Writer, InputReadSize);
         _output = new Pipe(new PipeOptions(
             pool: options.OutputMemoryPool,
             pauseWriterThreshold: options.MaxOutputBufferSize,
