@@ -437,12 +437,69 @@ public sealed partial class Http2Connection
 
     /// <summary>
     /// RFC 9113 §8.1: a server may send a complete response before the request ended, then reset the stream
-    /// with NO_ERROR so the client stops sending. Done once the handler returned and the response is on the wire.
+    /// with NO_ERROR so the client stops sending. Considered once the handler returned and the response is on the
+    /// wire; the reset waits up to <see cref="Http2Options.RequestEndGracePeriod"/> for an END_STREAM already on its
+    /// way (<see cref="ResetStreamsPastRequestEnd"/>), unless a declared body could not fit in the stream window.
     /// </summary>
     private void ResetIfRequestUnfinished(Http2Stream stream)
     {
         if (!stream.HandlerFinished || !stream.OutputEnded || stream.State != Http2StreamState.HalfClosedLocal
-            || !RemoveStream(stream))
+            || stream.AwaitingRequestEnd || !_streams.TryGetValue(stream.StreamId, out var current) || current != stream)
+        {
+            return;
+        }
+        var grace = _options.RequestEndGracePeriod;
+        if (grace > TimeSpan.Zero
+            && (stream.RequestContentLength is not { } declared || declared - stream.ReceivedBodyLength <= stream.ReceiveWindow))
+        {
+            stream.AwaitingRequestEnd = true;
+            stream.RequestEndDeadline = Now + grace;
+            if (_deadlines[(int)TimeoutKind.RequestEnd] == NoDeadline)
+            {
+                SetTimeout(TimeoutKind.RequestEnd, grace);
+            }
+            return;
+        }
+        ResetUnfinishedRequest(stream);
+    }
+
+    /// <summary>
+    /// The request-end timeout: streams whose grace passed without the client's END_STREAM are reset with NO_ERROR;
+    /// the timeout is re-armed for the earliest of the others. At most MaxConcurrentStreams streams wait (each keeps
+    /// its slot), so the walk is bounded.
+    /// </summary>
+    private void ResetStreamsPastRequestEnd(TimeSpan now)
+    {
+        var next = NoDeadline;
+        foreach (var stream in _streams.Values)
+        {
+            if (!stream.AwaitingRequestEnd)
+            {
+                continue;
+            }
+            if (stream.RequestEndDeadline <= now)
+            {
+                _expiredRequestEnds.Add(stream);
+            }
+            else if (stream.RequestEndDeadline < next)
+            {
+                next = stream.RequestEndDeadline;
+            }
+        }
+        foreach (var stream in _expiredRequestEnds)
+        {
+            ResetUnfinishedRequest(stream);
+        }
+        _expiredRequestEnds.Clear();
+        if (next != NoDeadline)
+        {
+            SetTimeout(TimeoutKind.RequestEnd, next - now);
+        }
+    }
+
+    private void ResetUnfinishedRequest(Http2Stream stream)
+    {
+        if (!RemoveStream(stream))
         {
             return;
         }

@@ -54,7 +54,9 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
     private readonly RequestHeaderCollector _headerCollector;
     private Task _writerTask = Task.CompletedTask;
     private ITimer? _timer;
-    private readonly TimeSpan[] _deadlines = [NoDeadline, NoDeadline, NoDeadline, NoDeadline, NoDeadline];
+    private readonly TimeSpan[] _deadlines = [NoDeadline, NoDeadline, NoDeadline, NoDeadline, NoDeadline, NoDeadline];
+    // Read loop: scratch list of streams whose request-end grace passed (ResetStreamsPastRequestEnd).
+    private readonly List<Http2Stream> _expiredRequestEnds = [];
     private long _timeOrigin;
     private int _lastStreamId;
     private bool _peerSettingsReceived;
@@ -296,6 +298,7 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
         KeepAlive,
         ShutdownPing,
         ShutdownDrain,
+        RequestEnd,
     }
 
     private static readonly TimeSpan NoDeadline = TimeSpan.MaxValue;
@@ -371,6 +374,9 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
                 case TimeoutKind.ShutdownDrain:
                     // The final GOAWAY is out; streams that did not finish in time are aborted by the close.
                     Stop(null);
+                    break;
+                case TimeoutKind.RequestEnd:
+                    ResetStreamsPastRequestEnd(now);
                     break;
             }
         }

@@ -58,6 +58,17 @@ public sealed class Http2Options
     public TimeSpan WriteTimeout { get; set; } = TimeSpan.FromSeconds(30);
     /// <summary>After the final GOAWAY of a graceful shutdown, how long open streams may take to finish before the connection is aborted.</summary>
     public TimeSpan ShutdownDrainTimeout { get; set; } = TimeSpan.FromSeconds(30);
+    /// <summary>
+    /// A response that completes before its request ended (a gRPC error sent trailers-only, a 4xx for an upload) would
+    /// be followed at once by RST_STREAM(NO_ERROR) (RFC 9113 §8.1). The client's END_STREAM is then often already on the
+    /// wire, and some clients take a reset that overtakes their own end as a failed call: grpc-js reports
+    /// "Received RST_STREAM with code 0" as INTERNAL instead of the status it received (grpc-node #2569). So the
+    /// stream waits this long for the client's END_STREAM, dropping what DATA comes (the client can send no more
+    /// than the stream window it already has), and is reset only if the request has not ended by then. Not when a
+    /// declared content-length cannot fit in that window: the client could not finish anyway, so the reset goes at
+    /// once. <see cref="TimeSpan.Zero"/> resets at once always. The waiting stream keeps its concurrency slot.
+    /// </summary>
+    public TimeSpan RequestEndGracePeriod { get; set; } = TimeSpan.FromSeconds(1);
     /// <summary>Largest response body bytes a stream may have queued for the writer before its FlushAsync waits.</summary>
     public int MaxStreamOutputBufferSize { get; set; } = 64 * 1024;
     /// <summary>

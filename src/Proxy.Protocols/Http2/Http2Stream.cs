@@ -83,6 +83,12 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     internal bool CountedActive { get; set; }
     /// <summary>Closed by END_STREAM both ways, never reset: the only way into the connection's stream pool.</summary>
     internal bool ClosedNormally { get; set; }
+    /// <summary>
+    /// The response is complete but the request has not ended: the stream waits until <see cref="RequestEndDeadline"/>
+    /// for the client's END_STREAM before it is reset (<see cref="Http2Options.RequestEndGracePeriod"/>).
+    /// </summary>
+    internal bool AwaitingRequestEnd { get; set; }
+    internal TimeSpan RequestEndDeadline { get; set; }
 
     // ---- Owned by the frame-writer loop ----
 
@@ -340,6 +346,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         OutputEnded = false;
         HandlerFinished = false;
         ClosedNormally = false;
+        AwaitingRequestEnd = false;
         return true;
     }
 

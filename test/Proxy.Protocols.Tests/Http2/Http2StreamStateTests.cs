@@ -1,6 +1,7 @@
 using System.Buffers;
 using Proxy.Codecs.Http2;
 using Proxy.Protocols.Http2;
+using Proxy.Testing;
 using Proxy.Testing.Http2;
 
 namespace Proxy.Protocols.Tests.Http2;
@@ -350,10 +351,14 @@ public class Http2StreamStateTests
         await peer.ExpectRstStreamAsync(1, Http2ErrorCode.Cancel);
     }
 
+    private static Task RespondDone(HttpExchange exchange) => exchange.ResponseBody.WriteAsync("done"u8.ToArray()).AsTask();
+
     [Fact]
-    public async Task Response_BeforeRequestBodyEnded_ResetNoErrorAfterResponse()
+    public async Task Response_BeforeRequestBodyEnded_NoGracePeriod_ResetNoErrorAtOnce()
     {
-        await using var peer = await Http2TestPeer.StartAsync(exchange => exchange.ResponseBody.WriteAsync("done"u8.ToArray()).AsTask());
+        var time = new TimerCountingTimeProvider(); // never advanced: the reset must not wait for a timer
+        var options = new Http2Options { RequestEndGracePeriod = TimeSpan.Zero };
+        await using var peer = await Http2TestPeer.StartAsync(RespondDone, options, time);
         await peer.HandshakeAsync();
         await peer.SendRequestHeadersAsync(1, "POST", endStream: false);
 
@@ -361,6 +366,61 @@ public class Http2StreamStateTests
 
         Assert.Equal("done", response.BodyText);
         // RFC 9113 §8.1: the request never ended, so the server resets with NO_ERROR after a complete response.
+        await peer.ExpectRstStreamAsync(1, Http2ErrorCode.NoError);
+    }
+
+    [Fact]
+    public async Task Response_BeforeRequestBodyEnded_ClientNeverEnds_ResetNoErrorWhenGracePasses()
+    {
+        var time = new TimerCountingTimeProvider();
+        var options = new Http2Options { KeepAliveTimeout = Timeout.InfiniteTimeSpan, RequestEndGracePeriod = TimeSpan.FromSeconds(1) };
+        await using var peer = await Http2TestPeer.StartAsync(RespondDone, options, time);
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, "POST", endStream: false);
+        Assert.Equal("done", (await peer.ReadResponseAsync(1)).BodyText);
+        await Http2AbuseTests.WaitForArmedTimerAsync(time); // the stream waits for the request's end
+
+        time.Advance(TimeSpan.FromSeconds(1));
+
+        await peer.ExpectRstStreamAsync(1, Http2ErrorCode.NoError);
+    }
+
+    [Fact]
+    public async Task Response_BeforeRequestBodyEnded_ClientEndsWithinGrace_ClosedWithoutReset()
+    {
+        // grpc-js reports a RST_STREAM(NO_ERROR) that overtakes its own END_STREAM as INTERNAL (grpc-node #2569):
+        // an END_STREAM that comes within the grace closes the stream normally, and no reset is ever sent.
+        var time = new TimerCountingTimeProvider();
+        var options = new Http2Options { KeepAliveTimeout = Timeout.InfiniteTimeSpan, RequestEndGracePeriod = TimeSpan.FromSeconds(1) };
+        await using var peer = await Http2TestPeer.StartAsync(RespondDone, options, time);
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, "POST", endStream: false);
+        Assert.Equal("done", (await peer.ReadResponseAsync(1)).BodyText);
+        await Http2AbuseTests.WaitForArmedTimerAsync(time);
+
+        await peer.SendDataAsync(1, new byte[100], endStream: false); // dropped: the handler is gone
+        await peer.SendDataAsync(1, new byte[100], endStream: true);
+        await peer.SendRequestHeadersAsync(3);
+        Assert.Equal("done", (await peer.ReadResponseAsync(3)).BodyText);
+        time.Advance(TimeSpan.FromSeconds(2)); // the grace timer fires and finds nothing to reset
+        await peer.SendPingAsync(7);
+        await peer.ExpectPingAsync(ack: true);
+
+        Assert.DoesNotContain(peer.ReceivedFrames, f => f.Type == Http2FrameType.RstStream);
+    }
+
+    [Fact]
+    public async Task Response_BeforeDeclaredBodyLargerThanStreamWindow_ResetNoErrorAtOnce()
+    {
+        // The client cannot finish a 10 MB body within the 768 KiB window it has: waiting would only delay the reset.
+        var time = new TimerCountingTimeProvider(); // never advanced
+        var options = new Http2Options { RequestEndGracePeriod = TimeSpan.FromSeconds(1) };
+        await using var peer = await Http2TestPeer.StartAsync(RespondDone, options, time);
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1, "POST", endStream: false, extra: ("content-length", "10000000"));
+
+        Assert.Equal("done", (await peer.ReadResponseAsync(1)).BodyText);
+
         await peer.ExpectRstStreamAsync(1, Http2ErrorCode.NoError);
     }
 
