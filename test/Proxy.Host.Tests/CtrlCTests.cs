@@ -24,6 +24,11 @@ public sealed class CtrlCTests
             return; // signals are sent with kill(1)
         }
 
+        // A shell without job control starts background commands with SIGINT ignored, and the proxy process inherits
+        // that (execve keeps ignored signals): it could never see the Ctrl+C this test sends, so say so instead of hanging.
+        Assert.False(ProxyProcess.InheritsIgnoredSigInt(),
+            "This test process ignores SIGINT (started in the background by a shell without job control), so the proxy it starts would too: run it in the foreground or under `set -m`.");
+
         // A backend whose response never ends (and is not an event stream, so the first Ctrl+C waits for it).
         var builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = [] });
         builder.Logging.ClearProviders();

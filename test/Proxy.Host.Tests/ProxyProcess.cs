@@ -42,6 +42,19 @@ internal sealed class ProxyProcess : IDisposable
         Assert.Equal(0, Kill(Process.Id, SigInt));
     }
 
+    /// <summary>True when this process ignores SIGINT (Linux: the SigIgn mask in /proc/self/status), so a child started from it does too.</summary>
+    public static bool InheritsIgnoredSigInt()
+    {
+        const string Path = "/proc/self/status";
+        if (!File.Exists(Path))
+        {
+            return false;
+        }
+
+        var line = File.ReadLines(Path).FirstOrDefault(l => l.StartsWith("SigIgn:", StringComparison.Ordinal));
+        return line is not null && (Convert.ToUInt64(line["SigIgn:".Length..].Trim(), 16) & (1UL << (2 - 1))) != 0; // SIGINT is 2
+    }
+
     [System.Runtime.InteropServices.DllImport("libc", EntryPoint = "kill", SetLastError = true)]
     private static extern int Kill(int pid, int signal);
 
