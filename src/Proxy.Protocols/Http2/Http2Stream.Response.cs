@@ -207,7 +207,7 @@ internal sealed partial class Http2Stream
             }
             ValidateField(name, value);
             var lower = name.ToLowerInvariant();
-            if (HttpFieldRules.IsConnectionSpecific(lower))
+            if (HttpFieldRules.IsConnectionSpecificInResponse(lower))
             {
                 continue;
             }

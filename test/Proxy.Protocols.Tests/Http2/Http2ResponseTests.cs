@@ -161,6 +161,7 @@ public class Http2ResponseShapeTests
             exchange.ResponseHeaders.Add("Connection", "close");
             exchange.ResponseHeaders.Add("Transfer-Encoding", "chunked");
             exchange.ResponseHeaders.Add("Keep-Alive", "5");
+            exchange.ResponseHeaders.Add("TE", "trailers"); // a request field only (RFC 9113 §8.2.2): never in a response
             exchange.ResponseHeaders.Add("X-Custom", "Value");
             return Task.CompletedTask;
         });
@@ -170,7 +171,7 @@ public class Http2ResponseShapeTests
         var headers = await peer.ExpectHeadersAsync(1);
 
         Assert.Equal("Value", headers["x-custom"]);
-        Assert.DoesNotContain(headers.Fields, f => f.Key is "connection" or "transfer-encoding" or "keep-alive");
+        Assert.DoesNotContain(headers.Fields, f => f.Key is "connection" or "transfer-encoding" or "keep-alive" or "te");
         Assert.All(headers.Fields, f => Assert.Equal(f.Key.ToLowerInvariant(), f.Key));
     }
 
