@@ -283,7 +283,7 @@ internal static class TransformFactory
     // RFC 9110 §5.1 and §9.1: field names and methods are tokens.
     private static bool Token(string text, string path, string key, List<string> errors)
     {
-        if (IsToken(text))
+        if (Forwarder.HttpSyntax.IsToken(text))
         {
             return true;
         }
@@ -295,7 +295,7 @@ internal static class TransformFactory
     private static bool Tokens(string text, string path, string key, List<string> errors, out string[] names)
     {
         names = HeaderCopy.ParseList(text);
-        var bad = names.Where(n => !IsToken(n)).ToList();
+        var bad = names.Where(n => !Forwarder.HttpSyntax.IsToken(n)).ToList();
         if (bad.Count == 0)
         {
             return true;
@@ -304,9 +304,6 @@ internal static class TransformFactory
         errors.Add($"{path}:{key}: '{string.Join("', '", bad)}' is not a valid header name (expected names separated by ';').");
         return false;
     }
-
-    private static bool IsToken(string text) =>
-        text.Length > 0 && text.All(c => c < 0x7F && (char.IsAsciiLetterOrDigit(c) || "!#$%&'*+-.^_`|~".Contains(c)));
 
     private static bool Path(string text, string path, string key, List<string> errors)
     {
