@@ -15,10 +15,9 @@ public sealed class HostLoggingDefaultsTests
     {
         await using var runner = await HostRunner.StartAsync("--Admin:Enabled=false");
 
-        Assert.False(HostingLogger(runner).IsEnabled(LogLevel.Critical));
+        Assert.False(Logger(runner, HostingDiagnostics).IsEnabled(LogLevel.Critical));
         // The rest of Microsoft.AspNetCore keeps its Warning default.
-        Assert.True(runner.Host.App.Services.GetRequiredService<ILoggerFactory>()
-            .CreateLogger("Microsoft.AspNetCore.Routing").IsEnabled(LogLevel.Warning));
+        Assert.True(Logger(runner, "Microsoft.AspNetCore.Routing").IsEnabled(LogLevel.Warning));
     }
 
     [Fact]
@@ -26,9 +25,9 @@ public sealed class HostLoggingDefaultsTests
     {
         await using var runner = await HostRunner.StartAsync("--Admin:Enabled=false", $"--Logging:LogLevel:{HostingDiagnostics}=Information");
 
-        Assert.True(HostingLogger(runner).IsEnabled(LogLevel.Information));
+        Assert.True(Logger(runner, HostingDiagnostics).IsEnabled(LogLevel.Information));
     }
 
-    private static ILogger HostingLogger(HostRunner runner) =>
-        runner.Host.App.Services.GetRequiredService<ILoggerFactory>().CreateLogger(HostingDiagnostics);
+    private static ILogger Logger(HostRunner runner, string category) =>
+        runner.Host.App.Services.GetRequiredService<ILoggerFactory>().CreateLogger(category);
 }
