@@ -44,7 +44,7 @@ public sealed class ForwardingMetricsTests
         release.SetResult();
 
         Assert.Equal("released", await call.WaitAsync(Guard));
-        await metrics.WaitAsync("proxy.forwarding.destination.active_requests", m => m.Value == -1 && IsD1(m));
+        await metrics.WaitForCurrentAsync("proxy.forwarding.destination.active_requests", v => v == 0, IsD1);
         Assert.Empty(metrics.Of("proxy.forwarding.pool.queue.duration")); // an unbounded destination never queues
     }
 

@@ -15,11 +15,19 @@ public sealed record RecordedMeasurement(string Instrument, double Value, IReadO
 /// hosts do not see each other's) and lets a test wait for the measurement it expects: the wait completes when that
 /// measurement is recorded, not after a sleep. The timeout only turns a hang into a clear failure.
 /// </summary>
+/// <remarks>
+/// Observable instruments report only when asked: <see cref="Current"/> asks once, and a wait asks again each time a
+/// short poll interval passes without the measurement (a level the code under test reaches has no event of its own).
+/// </remarks>
 // Shared: measurements arrive on any thread; the list and the waiters are guarded by one lock.
 public sealed class MetricRecorder : IDisposable
 {
+    private static readonly TimeSpan PollInterval = TimeSpan.FromMilliseconds(20);
+
     private readonly MeterListener _listener = new();
     private readonly Lock _lock = new();
+    // One observation at a time, so Current reads only what its own observation recorded.
+    private readonly Lock _observeLock = new();
     private readonly List<RecordedMeasurement> _measurements = [];
     private readonly List<(Func<RecordedMeasurement, bool> Match, TaskCompletionSource<RecordedMeasurement> Done)> _waiters = [];
 
@@ -54,6 +62,53 @@ public sealed class MetricRecorder : IDisposable
     /// <summary>Sum of <paramref name="instrument"/>'s measurements that match (an UpDownCounter's current value).</summary>
     public double Sum(string instrument, Func<RecordedMeasurement, bool>? match = null) => Of(instrument).Where(m => match?.Invoke(m) ?? true).Sum(m => m.Value);
 
+    /// <summary>
+    /// What an observable instrument reports now: its callbacks are run and the values they give for the tags that
+    /// match are summed. Null when it reported nothing that matches (not published, or no such tags yet).
+    /// </summary>
+    public double? Current(string instrument, Func<RecordedMeasurement, bool>? match = null)
+    {
+        RecordedMeasurement[] observed;
+        lock (_observeLock)
+        {
+            int from;
+            lock (_lock)
+            {
+                from = _measurements.Count;
+            }
+
+            _listener.RecordObservableInstruments(); // the callbacks run here, on this thread
+            lock (_lock)
+            {
+                observed = _measurements.Skip(from).Where(m => m.Instrument == instrument && (match?.Invoke(m) ?? true)).ToArray();
+            }
+        }
+
+        return observed.Length == 0 ? null : observed.Sum(m => m.Value);
+    }
+
+    /// <summary>Completes when <see cref="Current"/> of <paramref name="instrument"/> satisfies <paramref name="condition"/>.</summary>
+    public async Task<double> WaitForCurrentAsync(string instrument, Func<double, bool> condition, Func<RecordedMeasurement, bool>? match = null,
+        TimeSpan? timeout = null)
+    {
+        var deadline = DateTime.UtcNow + (timeout ?? TimeSpan.FromSeconds(20));
+        while (true)
+        {
+            var value = Current(instrument, match);
+            if (value is { } v && condition(v))
+            {
+                return v;
+            }
+
+            if (DateTime.UtcNow > deadline)
+            {
+                throw new Xunit.Sdk.XunitException($"'{instrument}' reports {value?.ToString() ?? "nothing"}, which does not meet the condition.");
+            }
+
+            await Task.Delay(PollInterval);
+        }
+    }
+
     /// <summary>Completes with the first measurement of <paramref name="instrument"/> that matches, already recorded or still to come.</summary>
     public Task<RecordedMeasurement> WaitAsync(string instrument, Func<RecordedMeasurement, bool>? match = null, TimeSpan? timeout = null)
     {
@@ -75,7 +130,19 @@ public sealed class MetricRecorder : IDisposable
     {
         try
         {
-            return await task.WaitAsync(timeout);
+            var deadline = DateTime.UtcNow + timeout;
+            while (!task.IsCompleted && DateTime.UtcNow < deadline)
+            {
+                // An observable instrument's measurement comes only when asked.
+                lock (_observeLock)
+                {
+                    _listener.RecordObservableInstruments();
+                }
+
+                await Task.WhenAny(task, Task.Delay(PollInterval));
+            }
+
+            return await task.WaitAsync(TimeSpan.Zero);
         }
         catch (TimeoutException)
         {

@@ -6,21 +6,21 @@ namespace Proxy.Forwarding.Telemetry;
 
 /// <summary>
 /// One destination's instruments with its tags built once (proxy.cluster, proxy.destination): active requests, and the
-/// admission queue (length and time waited). Made on a destination's first request and kept on its state, so the per
-/// request cost is an Enabled check and an Add over a cached array, with no closure and no tag list.
+/// admission queue (length and time waited). Made on a destination's first request and kept on its state (one per
+/// cluster and destination id, by <see cref="ForwardingMetrics.ForDestination"/>), so the per request cost is an
+/// Interlocked add; the meter reads the count when collected.
 /// </summary>
-// Shared by all requests to one destination: instruments are thread-safe, the tags immutable.
+// Shared by all requests to one destination: the count is Interlocked, the instruments thread-safe, the tags immutable.
 internal sealed class DestinationMetrics : IAdmissionObserver
 {
     private readonly KeyValuePair<string, object?>[] _tags;
-    private readonly UpDownCounter<long> _active;
     private readonly UpDownCounter<long> _queueLength;
     private readonly Histogram<double> _queueDuration;
+    private long _active;
 
-    public DestinationMetrics(string clusterId, string destinationId, UpDownCounter<long> active, UpDownCounter<long> queueLength, Histogram<double> queueDuration)
+    public DestinationMetrics(string clusterId, string destinationId, UpDownCounter<long> queueLength, Histogram<double> queueDuration)
     {
         _tags = [new("proxy.cluster", clusterId), new("proxy.destination", destinationId)];
-        _active = active;
         _queueLength = queueLength;
         _queueDuration = queueDuration;
     }
@@ -28,15 +28,14 @@ internal sealed class DestinationMetrics : IAdmissionObserver
     /// <summary>Returns whether the request was counted, so its end takes back exactly that.</summary>
     public bool RequestStarted()
     {
-        if (!_active.Enabled)
-        {
-            return false;
-        }
-        _active.Add(1, _tags);
+        Interlocked.Increment(ref _active);
         return true;
     }
 
-    public void RequestEnded() => _active.Add(-1, _tags);
+    public void RequestEnded() => Interlocked.Decrement(ref _active);
+
+    /// <summary>The requests being forwarded to this destination now (proxy.forwarding.destination.active_requests).</summary>
+    internal Measurement<long> ObserveActive() => new(Volatile.Read(ref _active), _tags);
 
     public long Queued()
     {

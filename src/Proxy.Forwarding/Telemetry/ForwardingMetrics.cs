@@ -1,5 +1,7 @@
+using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Diagnostics.Metrics;
+using System.Runtime.CompilerServices;
 using Proxy.Forwarding.Forwarder;
 
 namespace Proxy.Forwarding.Telemetry;
@@ -15,11 +17,15 @@ internal sealed class ForwardingMetrics : IBackendConnectionMetrics
     public const string MeterName = "Proxy.Forwarding";
 
     private readonly Counter<long> _requests;
-    private readonly UpDownCounter<long> _active;
+    // NOTE: the per-request levels (active requests per cluster and per destination) are counts the meter reads when
+    // collected (observable instruments): an Interlocked add per request instead of a measurement delivered to every
+    // listener (OpenTelemetry's aggregator and the dashboard's) at its start and end. Entries stay for the process's
+    // life: one per cluster and per (cluster, destination) ever configured, each reporting 0 once idle.
+    private readonly ConcurrentDictionary<string, StrongBox<long>> _activeByCluster = new(StringComparer.Ordinal);
+    private readonly ConcurrentDictionary<(string Cluster, string Destination), DestinationMetrics> _destinations = new();
     private readonly Histogram<double> _duration;
     private readonly Counter<long> _errors;
     private readonly UpDownCounter<long> _queueLength;
-    private readonly UpDownCounter<long> _destinationActive;
     private readonly Histogram<double> _queueDuration;
     private readonly UpDownCounter<long> _backendConnections;
     private readonly UpDownCounter<long> _sseActive;
@@ -30,11 +36,11 @@ internal sealed class ForwardingMetrics : IBackendConnectionMetrics
     {
         var meter = meterFactory.Create(MeterName);
         _requests = meter.CreateCounter<long>("proxy.forwarding.requests", "{request}", "Requests forwarded (or refused) by the proxy.");
-        _active = meter.CreateUpDownCounter<long>("proxy.forwarding.active_requests", "{request}", "Requests being forwarded now.");
+        meter.CreateObservableUpDownCounter("proxy.forwarding.active_requests", ObserveActive, "{request}", "Requests being forwarded now.");
         _duration = meter.CreateHistogram<double>("proxy.forwarding.request.duration", "s", "Time from the start of forwarding to the end of the response.");
         _errors = meter.CreateCounter<long>("proxy.forwarding.errors", "{error}", "Forwarding failures by kind (error.type).");
         _queueLength = meter.CreateUpDownCounter<long>("proxy.forwarding.pool.queue_length", "{request}", "Requests waiting for a backend admission slot.");
-        _destinationActive = meter.CreateUpDownCounter<long>("proxy.forwarding.destination.active_requests", "{request}",
+        meter.CreateObservableUpDownCounter("proxy.forwarding.destination.active_requests", ObserveDestinations, "{request}",
             "Requests being forwarded now, per destination.");
         _queueDuration = meter.CreateHistogram("proxy.forwarding.pool.queue.duration", "s",
             "Time a request waited in a destination's admission queue (only requests that had to wait).",
@@ -45,9 +51,28 @@ internal sealed class ForwardingMetrics : IBackendConnectionMetrics
             "Event-stream (text/event-stream) responses being relayed now.");
     }
 
-    /// <summary>One destination's instruments, to be kept on its state.</summary>
+    /// <summary>One destination's instruments, to be kept on its state (the same object for the same ids, across reloads).</summary>
     public DestinationMetrics ForDestination(string clusterId, string destinationId) =>
-        new(clusterId, destinationId, _destinationActive, _queueLength, _queueDuration);
+        _destinations.GetOrAdd((clusterId, destinationId), static (key, self) => new(key.Cluster, key.Destination, self._queueLength, self._queueDuration), this);
+
+    private IEnumerable<Measurement<long>> ObserveActive()
+    {
+        foreach (var (cluster, count) in _activeByCluster)
+        {
+            yield return new(Volatile.Read(ref count.Value), new KeyValuePair<string, object?>("proxy.cluster", cluster.Length == 0 ? null : cluster));
+        }
+    }
+
+    private IEnumerable<Measurement<long>> ObserveDestinations()
+    {
+        foreach (var destination in _destinations.Values)
+        {
+            yield return destination.ObserveActive();
+        }
+    }
+
+    private StrongBox<long> ActiveOf(string? cluster) =>
+        _activeByCluster.GetOrAdd(cluster ?? "", static _ => new StrongBox<long>());
 
     public void ConnectionOpened(string clusterId, string destinationId, string protocolVersion) =>
         _backendConnections.Add(1, ConnectionTags(clusterId, destinationId, protocolVersion));
@@ -85,7 +110,7 @@ internal sealed class ForwardingMetrics : IBackendConnectionMetrics
         public void Dispose() => counter?.Add(-1, Tags);
     }
 
-    public void RequestStarted(string? cluster) => _active.Add(1, new KeyValuePair<string, object?>("proxy.cluster", cluster));
+    public void RequestStarted(string? cluster) => Interlocked.Increment(ref ActiveOf(cluster).Value);
 
     public void RequestEnded(string? route, string? cluster, int statusCode, ForwarderError error, long startTimestamp)
     {
@@ -103,7 +128,7 @@ internal sealed class ForwardingMetrics : IBackendConnectionMetrics
 
         _requests.Add(1, tags);
         _duration.Record(Stopwatch.GetElapsedTime(startTimestamp).TotalSeconds, tags);
-        _active.Add(-1, new KeyValuePair<string, object?>("proxy.cluster", cluster));
+        Interlocked.Decrement(ref ActiveOf(cluster).Value);
     }
 
 }

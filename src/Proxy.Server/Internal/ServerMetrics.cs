@@ -35,14 +35,17 @@ internal sealed class ServerMetrics : IProtocolMetrics, ISocketIoMetrics, ITlsHa
     private readonly Histogram<double> _tlsHandshakeDuration;
     private readonly UpDownCounter<long> _activeTlsHandshakes;
     private readonly Counter<long> _connections;
-    private readonly UpDownCounter<long> _activeStreams;
+    // Per-stream and per-socket-operation levels are plain counts the meter reads when collected (observable
+    // instruments): an Interlocked add on the hot path instead of a measurement delivered to every listener.
+    private long _activeStreams;
+    private long _bytesReceived;
+    private long _bytesSent;
     private readonly Counter<long> _streamResets;
     private readonly Counter<long> _refusedStreams;
     private readonly Counter<long> _goAways;
     private readonly Histogram<double> _stallDuration;
     private readonly Histogram<int> _batchFrames;
     private readonly Histogram<long> _batchBytes;
-    private readonly Counter<long> _io;
 
     private static readonly KeyValuePair<string, object?>[] ReceiveTags = [new("network.io.direction", "receive")];
     private static readonly KeyValuePair<string, object?>[] TransmitTags = [new("network.io.direction", "transmit")];
@@ -68,7 +71,7 @@ internal sealed class ServerMetrics : IProtocolMetrics, ISocketIoMetrics, ITlsHa
             "Number of TLS handshakes that are currently in progress on the server.");
         _connections = meter.CreateCounter<long>("proxy.server.connections", "{connection}",
             "Connections accepted, counted once their HTTP version is known (network.protocol.version, tls).");
-        _activeStreams = meter.CreateUpDownCounter<long>("proxy.server.http2.active_streams", "{stream}",
+        meter.CreateObservableUpDownCounter("proxy.server.http2.active_streams", () => Volatile.Read(ref _activeStreams), "{stream}",
             "HTTP/2 streams whose request is being handled by the app.");
         _streamResets = meter.CreateCounter<long>("proxy.server.http2.stream_resets", "{stream}",
             "RST_STREAM frames sent or received (proxy.side), by RFC 9113 error code (error.type).");
@@ -85,7 +88,7 @@ internal sealed class ServerMetrics : IProtocolMetrics, ISocketIoMetrics, ITlsHa
         _batchBytes = meter.CreateHistogram("proxy.server.writer.batch.bytes", "By",
             "Bytes per transport write of the HTTP/2 frame-writer loop.",
             advice: new InstrumentAdvice<long> { HistogramBucketBoundaries = BatchBytes });
-        _io = meter.CreateCounter<long>("proxy.server.io", "By", "Bytes received from and sent to client sockets (network.io.direction).");
+        meter.CreateObservableCounter("proxy.server.io", ObserveIo, "By", "Bytes received from and sent to client sockets (network.io.direction).");
     }
 
     // ---- Connections (accept loop, connection flow) ----
@@ -196,35 +199,25 @@ internal sealed class ServerMetrics : IProtocolMetrics, ISocketIoMetrics, ITlsHa
 
     // ---- Sockets ----
 
-    public void Received(int bytes)
-    {
-        if (_io.Enabled)
-        {
-            _io.Add(bytes, ReceiveTags);
-        }
-    }
+    public void Received(int bytes) => Interlocked.Add(ref _bytesReceived, bytes);
 
-    public void Sent(long bytes)
-    {
-        if (_io.Enabled)
-        {
-            _io.Add(bytes, TransmitTags);
-        }
-    }
+    public void Sent(long bytes) => Interlocked.Add(ref _bytesSent, bytes);
+
+    private IEnumerable<Measurement<long>> ObserveIo() =>
+    [
+        new(Volatile.Read(ref _bytesReceived), ReceiveTags),
+        new(Volatile.Read(ref _bytesSent), TransmitTags),
+    ];
 
     // ---- HTTP/2 engine ----
 
     public bool StreamStarted()
     {
-        if (!_activeStreams.Enabled)
-        {
-            return false;
-        }
-        _activeStreams.Add(1);
+        Interlocked.Increment(ref _activeStreams);
         return true;
     }
 
-    public void StreamEnded() => _activeStreams.Add(-1);
+    public void StreamEnded() => Interlocked.Decrement(ref _activeStreams);
 
     public void StreamReset(bool sent, Http2ErrorCode code)
     {
