@@ -558,10 +558,16 @@ public sealed partial class Http2Connection
     /// </summary>
     private void TryPool(Http2Stream stream)
     {
-        if (stream.ClosedNormally && stream.HandlerFinished && stream.OutputEnded && _streamPool.Count < MaxPooledStreams
+        if (stream.ClosedNormally && stream.HandlerFinished && stream.OutputEnded && _streamPool.Count < _streamPool.Capacity
             && !_streams.ContainsKey(stream.StreamId) && stream.TryResetForPool())
         {
-            _streamPool.Push(stream);
+            var now = Now;
+            _streamPool.RemoveReturnedBefore(now - PooledStreamExpiry); // a busy connection trims here, at no timer's cost
+            _streamPool.TryPush(stream, now);
+            if (_streams.Count == 0 && _deadlines[(int)TimeoutKind.PooledStreamExpiry] == NoDeadline)
+            {
+                SetTimeout(TimeoutKind.PooledStreamExpiry, PooledStreamExpiry); // idle: no later finish trims the pool, a deadline does
+            }
         }
     }
 

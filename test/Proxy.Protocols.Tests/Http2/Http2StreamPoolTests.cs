@@ -1,6 +1,7 @@
 using System.Buffers;
 using System.Collections.Concurrent;
 using System.Text;
+using Microsoft.Extensions.Time.Testing;
 using Proxy.Codecs.Http2;
 using Proxy.Protocols.Http2;
 using Proxy.Testing.Http2;
@@ -203,6 +204,103 @@ public class Http2StreamPoolTests
         Assert.Equal(6, lives.Length);
         Assert.DoesNotContain(lives[3..], e => ReferenceEquals(e, reset));
         Assert.Empty(laterAborted);
+    }
+
+    [Fact]
+    public async Task WavesOf70Streams_TheSecondWaveReusesEveryStreamOfTheFirst()
+    {
+        // gRPC channels run many streams at once and in waves: a pool smaller than a wave drops the rest of it.
+        const int wave = 70;
+        var exchanges = new ConcurrentQueue<HttpExchange>();
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            exchanges.Enqueue(exchange);
+            await exchange.ResponseBody.WriteAsync("ok"u8.ToArray());
+        });
+        await peer.HandshakeAsync();
+
+        await RunWaveAsync(peer, firstId: 1, wave);
+        var first = exchanges.ToHashSet();
+        Assert.Equal(wave, first.Count);
+        await WaitUntilAsync(() => peer.Connection.PooledStreamCount == wave, "the first wave's streams back in the pool");
+        exchanges.Clear();
+
+        await RunWaveAsync(peer, firstId: 1 + 2 * wave, wave);
+
+        Assert.Equal(wave, exchanges.Count);
+        Assert.All(exchanges, e => Assert.Contains(e, first));
+    }
+
+    [Fact]
+    public async Task PooledStream_NotReusedWithinFiveSeconds_IsDropped()
+    {
+        var time = new FakeTimeProvider();
+        var exchanges = new List<HttpExchange>();
+        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
+        {
+            lock (exchanges) exchanges.Add(exchange);
+            await exchange.ResponseBody.WriteAsync("ok"u8.ToArray());
+        }, time: time);
+        await peer.HandshakeAsync();
+
+        await peer.SendRequestHeadersAsync(1);
+        Assert.Equal("ok", (await peer.ReadResponseAsync(1)).BodyText);
+        await WaitUntilAsync(() => peer.Connection.PooledStreamCount == 1, "stream 1 in the pool");
+        time.Advance(Http2Connection.PooledStreamExpiry - TimeSpan.FromMilliseconds(1));
+        await peer.SendRequestHeadersAsync(3);
+        Assert.Equal("ok", (await peer.ReadResponseAsync(3)).BodyText);
+        await WaitUntilAsync(() => peer.Connection.PooledStreamCount == 1, "stream 3 in the pool");
+
+        time.Advance(Http2Connection.PooledStreamExpiry);
+        await WaitUntilAsync(() => peer.Connection.PooledStreamCount == 0, "the idle connection's pool emptied");
+        await peer.SendRequestHeadersAsync(5);
+        Assert.Equal("ok", (await peer.ReadResponseAsync(5)).BodyText);
+
+        lock (exchanges)
+        {
+            Assert.Same(exchanges[0], exchanges[1]); // reused just before the expiry
+            Assert.NotSame(exchanges[1], exchanges[2]); // dropped after it
+        }
+    }
+
+    /// <summary>Opens <paramref name="count"/> streams at once and reads every response, in whatever order they come.</summary>
+    private static async Task RunWaveAsync(Http2TestPeer peer, int firstId, int count)
+    {
+        var open = new HashSet<int>();
+        for (var i = 0; i < count; i++)
+        {
+            var id = firstId + 2 * i;
+            open.Add(id);
+            await peer.SendRequestHeadersAsync(id);
+        }
+
+        while (open.Count > 0)
+        {
+            var frame = await peer.ReceiveSkippingWindowUpdatesAsync();
+            if (frame.Type == Http2FrameType.Headers)
+            {
+                await peer.DecodeHeaderBlockAsync(frame); // keeps the HPACK table in step
+            }
+
+            if (frame.EndStream)
+            {
+                Assert.True(open.Remove(frame.StreamId), $"unexpected end of stream {frame.StreamId}");
+            }
+        }
+    }
+
+    /// <summary>Waits for a state the read loop reaches on its own (no event to await); the limit only turns a hang into a failure.</summary>
+    private static async Task WaitUntilAsync(Func<bool> condition, string what)
+    {
+        var deadline = DateTime.UtcNow + TimeSpan.FromSeconds(20);
+        while (!condition())
+        {
+            if (DateTime.UtcNow > deadline)
+            {
+                throw new Xunit.Sdk.XunitException($"Not reached within 20 s: {what}.");
+            }
+            await Task.Delay(10);
+        }
     }
 }
 
