@@ -94,8 +94,8 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
             HasBody = head.HasBody,
             ContentLength = head.HasBody ? head.ContentLength : null,
             HeadWaitsForBody = head.HasBody && head.BodyFollowsAtOnce,
+            Headers = head.Headers, // the forwarder is done with it: held, not copied
         };
-        request.Headers.AddRange(head.Headers);
         var call = new NativeBackendCall(pool, request);
         try
         {

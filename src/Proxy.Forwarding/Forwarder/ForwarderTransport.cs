@@ -32,7 +32,10 @@ public sealed class ForwarderRequestHead
     /// <summary>Origin-form target, "/path?query".</summary>
     public string PathAndQuery { get; set; } = "/";
 
-    /// <summary>Header fields in order (names as the client sent them; the transport lowercases for HTTP/2).</summary>
+    /// <summary>
+    /// Header fields in order (names as the client sent them; the transport lowercases for HTTP/2). A transport may hold
+    /// this list for the exchange rather than copy it: it is not changed once the head is handed to the transport.
+    /// </summary>
     public List<KeyValuePair<string, string>> Headers { get; }
 
     /// <summary>True when a request body follows.</summary>

@@ -16,8 +16,11 @@ public sealed class BackendRequest
     public string Authority { get; set; } = "";
     /// <summary>Origin-form target: "/path?query". Never empty.</summary>
     public string PathAndQuery { get; set; } = "/";
-    /// <summary>Header fields, names lowercase, no pseudo-headers, no connection-specific fields (TE only as "trailers").</summary>
-    public HttpHeaderList Headers { get; } = new();
+    /// <summary>
+    /// Header fields, no pseudo-headers (the connection lowercases names for HTTP/2 and drops connection-specific fields).
+    /// A relay may hand over the list it built (held, not copied): nobody changes it once the request is started.
+    /// </summary>
+    public List<KeyValuePair<string, string>> Headers { get; init; } = new HttpHeaderList();
     /// <summary>True when a body follows the head (HTTP/2: HEADERS without END_STREAM; HTTP/1.1: content-length or chunked).</summary>
     public bool HasBody { get; set; }
     /// <summary>Declared body length when known (sent as content-length; HTTP/1.1 uses chunked when null and <see cref="HasBody"/>).</summary>

@@ -128,7 +128,7 @@ public sealed class Http2ClientConnectionTests
         await using (transport)
         {
             var request = Request("POST", "/echo", hasBody: true);
-            request.Headers.Add("te", "trailers");
+            request.Headers.Add(new("te", "trailers"));
             var exchange = connection.TryOpen(request)!;
             var payload = new string('x', 200_000); // several DATA frames and window updates
             await exchange.RequestBody.WriteAsync(Encoding.UTF8.GetBytes(payload));

@@ -18,17 +18,17 @@ public class Http1ClientConnectionTests
     {
         await using var h = new Http1ClientHarness();
         var request = Http1ClientHarness.Get("/a/b?c=d", "backend.example:8080");
-        request.Headers.Add("accept", "text/event-stream");
-        request.Headers.Add("connection", "x-secret");
-        request.Headers.Add("keep-alive", "timeout=5");
-        request.Headers.Add("proxy-connection", "keep-alive");
-        request.Headers.Add("transfer-encoding", "chunked");
-        request.Headers.Add("upgrade", "websocket");
-        request.Headers.Add("te", "trailers");
-        request.Headers.Add("host", "evil.example");
-        request.Headers.Add("content-length", "99");
-        request.Headers.Add("x-multi", "one");
-        request.Headers.Add("x-multi", "two");
+        request.Headers.Add(new("accept", "text/event-stream"));
+        request.Headers.Add(new("connection", "x-secret"));
+        request.Headers.Add(new("keep-alive", "timeout=5"));
+        request.Headers.Add(new("proxy-connection", "keep-alive"));
+        request.Headers.Add(new("transfer-encoding", "chunked"));
+        request.Headers.Add(new("upgrade", "websocket"));
+        request.Headers.Add(new("te", "trailers"));
+        request.Headers.Add(new("host", "evil.example"));
+        request.Headers.Add(new("content-length", "99"));
+        request.Headers.Add(new("x-multi", "one"));
+        request.Headers.Add(new("x-multi", "two"));
 
         await h.SendAsync(request);
 
@@ -43,7 +43,7 @@ public class Http1ClientConnectionTests
     {
         await using var h = new Http1ClientHarness();
         var request = Http1ClientHarness.Get("/", "h");
-        request.Headers.Add("te", "gzip, trailers");
+        request.Headers.Add(new("te", "gzip, trailers"));
         await h.SendAsync(request);
         Assert.Equal("GET / HTTP/1.1\r\nhost: h\r\n\r\n", h.TakeWritten());
     }
@@ -79,7 +79,7 @@ public class Http1ClientConnectionTests
     {
         await using var h = new Http1ClientHarness();
         var request = new BackendRequest { Method = method, PathAndQuery = path, Authority = authority };
-        request.Headers.Add(name, value);
+        request.Headers.Add(new(name, value));
 
         await Assert.ThrowsAsync<ArgumentException>(() => h.SendAsync(request));
 

@@ -78,7 +78,7 @@ public sealed class Http1ClientKestrelTests : IAsyncLifetime
             HasBody = true,
             ContentLength = contentLength ? payload.Length : null,
         };
-        request.Headers.Add("content-type", "text/plain");
+        request.Headers.Add(new("content-type", "text/plain"));
 
         var (status, body) = await ExchangeAsync(connection, request, payload);
 

@@ -426,7 +426,7 @@ public sealed class Http2ClientConnectionProtocolTests
         var request = new BackendRequest { Authority = "backend", PathAndQuery = "/a b" };
         Assert.Throws<ArgumentException>(() => h.Connection.TryOpen(request));
         var header = new BackendRequest { Authority = "backend" };
-        header.Headers.Add("x-bad", "a\r\nb");
+        header.Headers.Add(new("x-bad", "a\r\nb"));
         Assert.Throws<ArgumentException>(() => h.Connection.TryOpen(header));
         Assert.Equal(0, h.Connection.ActiveStreams);
     }
