@@ -105,5 +105,44 @@ public sealed class MetricsAggregatorTests : IDisposable
         Assert.Equal(2, aggregator.Find("proxy.forwarding.active_requests")!.Total); // 2 - 1 + 1: a level never misses a change
     }
 
+    [Fact]
+    public void ReadSet_OtherInstrumentsNamedButNotRead()
+    {
+        using var aggregator = new MetricsAggregator(Factory, new HashSet<string> { "proxy.forwarding.active_requests" });
+        var meter = Factory.Create("Microsoft.AspNetCore.Hosting");
+        var read = Factory.Create("Proxy.Forwarding").CreateUpDownCounter<long>("proxy.forwarding.active_requests");
+        var unread = meter.CreateUpDownCounter<long>("http.server.active_requests");
+
+        read.Add(3);
+        unread.Add(4);
+
+        Assert.Equal(3, aggregator.Find("proxy.forwarding.active_requests")!.Total);
+        Assert.Equal(0, aggregator.Find("http.server.active_requests")!.Total);
+        Assert.Contains("http.server.active_requests", aggregator.Names());
+    }
+
+    [Fact]
+    public void DashboardFeed_ReadsOnlyInstrumentsItDeclares()
+    {
+        // The feed's read set must name every instrument it shows, or the admin endpoint's aggregator would never read it.
+        var source = File.ReadAllText(Path.Combine(RepoRoot(), "src", "Proxy.Host", "Admin", "DashboardFeed.cs"));
+        var shown = System.Text.RegularExpressions.Regex.Matches(source, @"(?:Find|Optional|Total)\(""([a-z0-9_.]+)""\)")
+            .Select(m => m.Groups[1].Value).ToHashSet();
+
+        Assert.NotEmpty(shown);
+        Assert.Subset(DashboardFeed.InstrumentsRead.ToHashSet(), shown);
+    }
+
+    private static string RepoRoot()
+    {
+        var directory = new DirectoryInfo(AppContext.BaseDirectory);
+        while (directory is not null && !File.Exists(Path.Combine(directory.FullName, "README.md")))
+        {
+            directory = directory.Parent;
+        }
+
+        return directory?.FullName ?? throw new InvalidOperationException("No README.md above " + AppContext.BaseDirectory);
+    }
+
     public void Dispose() => _services.Dispose();
 }

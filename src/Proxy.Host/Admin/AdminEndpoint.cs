@@ -73,7 +73,7 @@ internal sealed class AdminEndpoint : IAsyncDisposable
         }
 
         // Built before the proxy starts, so its gauges count every connection and stream from the first one.
-        var metrics = new MetricsAggregator(proxy.Services.GetRequiredService<IMeterFactory>());
+        var metrics = new MetricsAggregator(proxy.Services.GetRequiredService<IMeterFactory>(), DashboardFeed.InstrumentsRead);
         var feed = new DashboardFeed(metrics, proxy.Services.GetRequiredService<IProxyStateLookup>(), TimeProvider.System);
         Map(app, proxy.Services);
         Dashboard.Map(app, feed);

@@ -148,6 +148,14 @@ internal sealed class DashboardFeed(MetricsAggregator metrics, IProxyStateLookup
         return JsonSerializer.Serialize(snapshot, Json);
     }
 
+    /// <summary>Every instrument this feed reads: the aggregator reads these and no others.</summary>
+    public static readonly IReadOnlySet<string> InstrumentsRead = new HashSet<string>(StringComparer.Ordinal)
+    {
+        "kestrel.active_connections", "proxy.server.connections", "proxy.server.http2.active_streams", "proxy.server.http2.stream_resets",
+        "proxy.forwarding.requests", "proxy.forwarding.errors", "proxy.forwarding.active_requests", "proxy.forwarding.request.duration",
+        "proxy.forwarding.sse.active_streams", "proxy.forwarding.backend.connections", "http.server.request.duration",
+    };
+
     private double Total(string name) => metrics.Find(name)?.Total ?? 0;
 
     /// <summary>Null (shown as "n/a") while no meter has published the instrument.</summary>

@@ -33,15 +33,21 @@ internal sealed class MetricsAggregator : IDisposable
     private readonly MeterListener _levels = new();
     private MeterListener? _flows;
     private readonly object? _scope;
+    private readonly IReadOnlySet<string>? _read;
     private readonly Dictionary<string, InstrumentTotals> _instruments = new(StringComparer.Ordinal);
     private readonly Lock _instrumentsLock = new();
     private readonly Lock _watchLock = new();
     private int _watchers;
 
     /// <param name="scope">The proxy app's IMeterFactory: meters it made (and meters made without one) are read.</param>
-    public MetricsAggregator(object? scope)
+    /// <param name="read">
+    /// The instruments whose measurements are read (the dashboard's); the others of those meters are only named in
+    /// <see cref="Names"/>, so a request pays nothing here for instruments nobody shows. Null: all of them.
+    /// </param>
+    public MetricsAggregator(object? scope, IReadOnlySet<string>? read = null)
     {
         _scope = scope;
+        _read = read;
         Configure(_levels, levels: true);
         _levels.Start();
     }
@@ -53,7 +59,11 @@ internal sealed class MetricsAggregator : IDisposable
             if (Array.IndexOf(MeterNames, instrument.Meter.Name) >= 0 && (instrument.Meter.Scope is null || ReferenceEquals(instrument.Meter.Scope, _scope))
                 && IsLevel(instrument) == levels)
             {
-                l.EnableMeasurementEvents(instrument, Totals(instrument));
+                var totals = Totals(instrument);
+                if (_read is null || _read.Contains(instrument.Name))
+                {
+                    l.EnableMeasurementEvents(instrument, totals);
+                }
             }
         };
         listener.SetMeasurementEventCallback<long>((i, value, tags, state) => ((InstrumentTotals)state!).Record(value, tags));
@@ -133,7 +143,7 @@ internal sealed class MetricsAggregator : IDisposable
         _levels.RecordObservableInstruments();
     }
 
-    /// <summary>Names of every instrument read so far (the dashboard lists them, so a missing one is easy to spot).</summary>
+    /// <summary>Names of every instrument published so far, read or not (the dashboard lists them, so a missing one is easy to spot).</summary>
     public List<string> Names()
     {
         lock (_instrumentsLock)
