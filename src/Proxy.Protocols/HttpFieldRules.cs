@@ -71,21 +71,12 @@ public static class HttpFieldRules
     /// RFC 9113 §8.2.1: "A field name MUST NOT contain characters in the ranges 0x00-0x20, 0x41-0x5a, or 0x7f-0xff"
     /// (so no uppercase), and a colon only starts a pseudo-header.
     /// </summary>
-    public static bool IsValidName(ReadOnlySpan<byte> name)
-    {
-        if (name.IsEmpty)
-        {
-            return false;
-        }
-        foreach (var b in name)
-        {
-            if (b <= 0x20 || b is >= 0x41 and <= 0x5a || b >= 0x7f || b == (byte)':')
-            {
-                return false;
-            }
-        }
-        return true;
-    }
+    public static bool IsValidName(ReadOnlySpan<byte> name) => !name.IsEmpty && !name.ContainsAnyExcept(NameBytes);
+
+    // 0x21-0x7e without uppercase and ':' (the checks below are vectorized: a gRPC request has a dozen fields, each
+    // checked on the way in and again before it goes to the backend).
+    private static readonly SearchValues<byte> NameBytes =
+        SearchValues.Create("!\"#$%&'()*+,-./0123456789;<=>?@[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~"u8);
 
     /// <summary>RFC 9113 §8.2.1: a value MUST NOT contain NUL, CR or LF, nor start or end with SP or HTAB.</summary>
     public static bool IsValidValue(ReadOnlySpan<byte> value)
@@ -105,17 +96,8 @@ public static class HttpFieldRules
     /// A value we may send: no NUL, CR or LF (RFC 9113 §8.2.1) and one octet per character (HPACK and HTTP/1.1 carry
     /// octets). Leading or trailing whitespace is tolerated on output (the peer trims it on HTTP/1.1).
     /// </summary>
-    public static bool IsSendableValue(ReadOnlySpan<char> value)
-    {
-        foreach (var c in value)
-        {
-            if (c is '\0' or '\r' or '\n' or > '\u00FF')
-            {
-                return false;
-            }
-        }
-        return true;
-    }
+    public static bool IsSendableValue(ReadOnlySpan<char> value) =>
+        !value.ContainsAnyExceptInRange('\0', '\u00FF') && value.IndexOfAny('\0', '\r', '\n') < 0;
 
     /// <summary>RFC 3986 §3.1: scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) (":scheme" octets).</summary>
     public static bool IsValidScheme(ReadOnlySpan<byte> value)
@@ -135,28 +117,8 @@ public static class HttpFieldRules
     }
 
     /// <summary>Visible ASCII only (no SP, CTL or non-ASCII): :authority and :path octets.</summary>
-    public static bool IsVisible(ReadOnlySpan<byte> value)
-    {
-        foreach (var b in value)
-        {
-            if (b <= 0x20 || b >= 0x7f)
-            {
-                return false;
-            }
-        }
-        return true;
-    }
+    public static bool IsVisible(ReadOnlySpan<byte> value) => !value.ContainsAnyExceptInRange((byte)0x21, (byte)0x7e);
 
     /// <summary>Visible ASCII only, over a string.</summary>
-    public static bool IsVisible(ReadOnlySpan<char> value)
-    {
-        foreach (var c in value)
-        {
-            if (c <= ' ' || c >= '\u007f')
-            {
-                return false;
-            }
-        }
-        return true;
-    }
+    public static bool IsVisible(ReadOnlySpan<char> value) => !value.ContainsAnyExceptInRange('!', '~');
 }

@@ -1,6 +1,6 @@
 namespace Proxy.Protocols.Tests;
 
-/// <summary>The one connection-specific field policy, in each of the spellings its callers need.</summary>
+/// <summary>The one field policy: connection-specific fields in each of the spellings its callers need, and the character checks.</summary>
 public class HttpFieldRulesTests
 {
     public static TheoryData<string> ConnectionSpecificNames() =>
@@ -74,5 +74,58 @@ public class HttpFieldRulesTests
     {
         Assert.Equal(expected, HttpFieldRules.IsToken(text.AsSpan()));
         Assert.Equal(expected, HttpFieldRules.IsToken(System.Text.Encoding.Latin1.GetBytes(text)));
+    }
+
+    // The character checks against their definitions, every octet (and every char up to U+01FF), alone and inside a
+    // longer string (they are vectorized: a bad character past the first vector must be found too).
+
+    // RFC 9113 §8.2.1: not 0x00-0x20, 0x41-0x5a, 0x7f-0xff; a colon only starts a pseudo-header.
+    private static bool NameOctet(int b) => b is > 0x20 and < 0x7f && b is not (>= 0x41 and <= 0x5a) && b != ':';
+
+    private static bool Visible(int c) => c is > 0x20 and < 0x7f;
+
+    private static bool Sendable(int c) => c <= 0xff && c is not (0 or '\r' or '\n');
+
+    private static byte[] Padded(byte b) => [.. "x-long-enough-for-any-vector-width-abcdefghij"u8, b, .. "tail"u8];
+
+    [Fact]
+    public void IsValidName_EveryOctet()
+    {
+        for (var b = 0; b <= 0xff; b++)
+        {
+            Assert.True(HttpFieldRules.IsValidName([(byte)b]) == NameOctet(b), $"0x{b:x2} alone");
+            Assert.True(HttpFieldRules.IsValidName(Padded((byte)b)) == NameOctet(b), $"0x{b:x2} at position 45");
+        }
+
+        Assert.False(HttpFieldRules.IsValidName([]));
+    }
+
+    [Fact]
+    public void IsVisible_EveryOctetAndChar()
+    {
+        for (var c = 0; c <= 0x1ff; c++)
+        {
+            var text = "visible-text-longer-than-one-vector-" + (char)c + "-tail";
+            Assert.True(HttpFieldRules.IsVisible(text) == Visible(c), $"U+{c:x4}");
+            if (c <= 0xff)
+            {
+                Assert.True(HttpFieldRules.IsVisible(Padded((byte)c)) == Visible(c), $"0x{c:x2}");
+            }
+        }
+
+        Assert.True(HttpFieldRules.IsVisible(""));
+    }
+
+    [Fact]
+    public void IsSendableValue_EveryChar()
+    {
+        for (var c = 0; c <= 0x1ff; c++)
+        {
+            Assert.True(HttpFieldRules.IsSendableValue(((char)c).ToString()) == Sendable(c), $"U+{c:x4} alone");
+            Assert.True(HttpFieldRules.IsSendableValue("a value, longer than one vector: " + (char)c + " and more") == Sendable(c), $"U+{c:x4} inside");
+        }
+
+        Assert.True(HttpFieldRules.IsSendableValue(""));
+        Assert.False(HttpFieldRules.IsSendableValue("ok\uffff"));
     }
 }
