@@ -3,26 +3,26 @@ namespace Proxy.Protocols.Http2;
 /// <summary>
 /// Finished streams a connection keeps for its next ones: the one returned last is reused first, and one that waited
 /// longer than the expiry is dropped, so a connection that once ran many streams at once does not hold them for good.
-/// A fixed-size ring: push and pop at the top, expiry from the bottom (the longest waiting), no allocation after construction.
+/// A ring: push and pop at the top, expiry from the bottom (the longest waiting). It grows as streams come back (an
+/// HTTP/2 connection that never ran two streams at once holds a ring of four), up to the capacity.
 /// </summary>
 // Owned by one connection's read loop: not thread-safe.
 internal sealed class IdleStreamPool<T> where T : class
 {
-    private readonly T?[] _items;
-    private readonly TimeSpan[] _returnedAt;
+    private T?[] _items = [];
+    private TimeSpan[] _returnedAt = [];
     private int _bottom;
     private int _count;
 
     public IdleStreamPool(int capacity)
     {
         ArgumentOutOfRangeException.ThrowIfNegativeOrZero(capacity);
-        _items = new T?[capacity];
-        _returnedAt = new TimeSpan[capacity];
+        Capacity = capacity;
     }
 
     public int Count => _count;
 
-    public int Capacity => _items.Length;
+    public int Capacity { get; }
 
     /// <summary>When the longest-waiting item was returned; null when empty.</summary>
     public TimeSpan? OldestReturnedAt => _count == 0 ? null : _returnedAt[_bottom];
@@ -32,7 +32,12 @@ internal sealed class IdleStreamPool<T> where T : class
     {
         if (_count == _items.Length)
         {
-            return false;
+            if (_count == Capacity)
+            {
+                return false;
+            }
+
+            Grow();
         }
 
         var top = (_bottom + _count) % _items.Length;
@@ -71,6 +76,23 @@ internal sealed class IdleStreamPool<T> where T : class
         }
 
         return removed;
+    }
+
+    private void Grow()
+    {
+        var size = Math.Min(Capacity, Math.Max(4, _items.Length * 2));
+        var items = new T?[size];
+        var returnedAt = new TimeSpan[size];
+        for (var i = 0; i < _count; i++)
+        {
+            var from = (_bottom + i) % _items.Length;
+            items[i] = _items[from];
+            returnedAt[i] = _returnedAt[from];
+        }
+
+        _items = items;
+        _returnedAt = returnedAt;
+        _bottom = 0;
     }
 
     public void Clear()

@@ -74,4 +74,31 @@ public class IdleStreamPoolTests
         Assert.Equal(0, pool.Count);
         Assert.False(pool.TryPop(out _));
     }
+
+    [Fact]
+    public void Growth_FromAWrappedRing_KeepsAgesAndOrder()
+    {
+        var pool = new IdleStreamPool<string>(10);
+        for (var i = 0; i < 4; i++)
+        {
+            pool.TryPush($"s{i}", At(i)); // fills the first ring of four
+        }
+
+        Assert.Equal(2, pool.RemoveReturnedBefore(At(1))); // the ring's start moves past s0, s1
+        for (var i = 4; i < 10; i++)
+        {
+            Assert.True(pool.TryPush($"s{i}", At(i))); // wraps, then grows twice (8, 10) with the ring wrapped
+        }
+
+        Assert.Equal(8, pool.Count);
+        Assert.False(pool.TryPush("over", At(11)) && pool.TryPush("over2", At(11)) && pool.TryPush("over3", At(11)));
+        Assert.Equal(At(2), pool.OldestReturnedAt);
+        var popped = new List<string>();
+        while (pool.TryPop(out var item))
+        {
+            popped.Add(item);
+        }
+
+        Assert.Equal(["over2", "over", "s9", "s8", "s7", "s6", "s5", "s4", "s3", "s2"], popped);
+    }
 }
