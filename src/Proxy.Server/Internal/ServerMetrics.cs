@@ -13,12 +13,13 @@ namespace Proxy.Server.Internal;
 /// instruments are ours (HTTP/2 streams, resets, GOAWAY, flow-control stalls, writer batches, socket bytes).
 /// </summary>
 /// <remarks>
-/// NOTE: cheap by construction, as the engines call it per request, per flush and per socket operation: every
-/// method checks <see cref="Instrument.Enabled"/> first (a bool read when nobody listens), and every tag set of
-/// the hot path is a precomputed array (no boxing, no TagList growth). Per-connection tags (server.address ...)
-/// are built once per listener.
+/// NOTE: cheap by construction, as the engines call it per request, per flush and per socket operation: the
+/// per-stream level and the socket byte counts are Interlocked counts that observable instruments report when
+/// collected (no measurement per call to any listener); every other method checks <see cref="Instrument.Enabled"/>
+/// first (a bool read when nobody listens), and every tag set of the hot path is a precomputed array (no boxing, no
+/// TagList growth). Per-connection tags (server.address ...) are built once per listener.
 /// </remarks>
-// Shared by every connection of one server: instruments are thread-safe, the tag arrays immutable.
+// Shared by every connection of one server: instruments are thread-safe, the counts Interlocked, the tag arrays immutable.
 internal sealed class ServerMetrics : IProtocolMetrics, ISocketIoMetrics, ITlsHandshakeMetrics
 {
     public const string MeterName = "Proxy.Server";
