@@ -9,16 +9,23 @@ namespace Proxy.Forwarding.Forwarder;
 /// </summary>
 internal static class HeaderRules
 {
-    // RFC 9110 §7.6.1: Connection and the fields it names are for the immediate connection only;
-    // RFC 9113 §8.2.2 forbids these connection-specific fields in HTTP/2 entirely.
-    private static readonly HashSet<string> HopByHop = new(StringComparer.OrdinalIgnoreCase)
+    /// <summary>
+    /// True when the name must never be copied in either direction: RFC 9110 §7.6.1's Connection and the fields it
+    /// names are for the immediate connection only, RFC 9113 §8.2.2 forbids the connection-specific fields in HTTP/2
+    /// entirely, Host is the transport's to set, and a pseudo-header is never a field. Any case.
+    /// </summary>
+    /// <remarks>Asked for every field of every request and response: the length picks the one or two names to compare, no hashing.</remarks>
+    public static bool IsHopByHop(string name) => name.Length switch
     {
-        "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "TE", "Trailer",
-        "Host",
-    };
-
-    /// <summary>True when the name must never be copied in either direction.</summary>
-    public static bool IsHopByHop(string name) => HopByHop.Contains(name) || name.StartsWith(':');
+        0 => false,
+        2 => name.Equals("TE", StringComparison.OrdinalIgnoreCase),
+        4 => name.Equals("Host", StringComparison.OrdinalIgnoreCase),
+        7 => name.Equals("Upgrade", StringComparison.OrdinalIgnoreCase) || name.Equals("Trailer", StringComparison.OrdinalIgnoreCase),
+        10 => name.Equals("Connection", StringComparison.OrdinalIgnoreCase) || name.Equals("Keep-Alive", StringComparison.OrdinalIgnoreCase),
+        16 => name.Equals("Proxy-Connection", StringComparison.OrdinalIgnoreCase),
+        17 => name.Equals("Transfer-Encoding", StringComparison.OrdinalIgnoreCase),
+        _ => false,
+    } || (name.Length > 0 && name[0] == ':');
 
     /// <summary>The field names the Connection header lists (they are hop-by-hop too).</summary>
     public static HashSet<string>? ConnectionListed(StringValues connection)
