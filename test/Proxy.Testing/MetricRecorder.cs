@@ -16,8 +16,9 @@ public sealed record RecordedMeasurement(string Instrument, double Value, IReadO
 /// measurement is recorded, not after a sleep. The timeout only turns a hang into a clear failure.
 /// </summary>
 /// <remarks>
-/// Observable instruments report only when asked: <see cref="Current"/> asks once, and a wait asks again each time a
-/// short poll interval passes without the measurement (a level the code under test reaches has no event of its own).
+/// Observable instruments report only when asked: <see cref="Current"/> asks once, and a wait on one asks again each
+/// time a short poll interval passes without the measurement (a level the code under test reaches has no event of its
+/// own). Waits on pushed instruments complete on the measurement itself.
 /// </remarks>
 // Shared: measurements arrive on any thread; the list and the waiters are guarded by one lock.
 public sealed class MetricRecorder : IDisposable
@@ -29,6 +30,7 @@ public sealed class MetricRecorder : IDisposable
     // One observation at a time, so Current reads only what its own observation recorded.
     private readonly Lock _observeLock = new();
     private readonly List<RecordedMeasurement> _measurements = [];
+    private readonly HashSet<string> _observable = [];
     private readonly List<(Func<RecordedMeasurement, bool> Match, TaskCompletionSource<RecordedMeasurement> Done)> _waiters = [];
 
     /// <param name="meterName">The meter to record ("Proxy.Server", "Proxy.Forwarding").</param>
@@ -39,6 +41,14 @@ public sealed class MetricRecorder : IDisposable
         {
             if (instrument.Meter.Name == meterName && (scope is null || ReferenceEquals(instrument.Meter.Scope, scope)))
             {
+                if (instrument.IsObservable)
+                {
+                    lock (_lock)
+                    {
+                        _observable.Add(instrument.Name);
+                    }
+                }
+
                 listener.EnableMeasurementEvents(instrument);
             }
         };
@@ -128,8 +138,19 @@ public sealed class MetricRecorder : IDisposable
 
     private async Task<RecordedMeasurement> WithTimeout(Task<RecordedMeasurement> task, string instrument, TimeSpan timeout)
     {
+        bool observable;
+        lock (_lock)
+        {
+            observable = _observable.Contains(instrument);
+        }
+
         try
         {
+            if (!observable)
+            {
+                return await task.WaitAsync(timeout); // pushed measurements complete the wait themselves
+            }
+
             var deadline = DateTime.UtcNow + timeout;
             while (!task.IsCompleted && DateTime.UtcNow < deadline)
             {

@@ -1,5 +1,4 @@
 using System.Buffers;
-using System.Diagnostics;
 using System.IO.Pipelines;
 using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Http.Features;
@@ -25,9 +24,8 @@ internal sealed partial class HttpForwarder
             return await SendAsync(context, destinationPrefix, httpClient, requestConfig, transformer).ConfigureAwait(false);
         }
 
-        var start = Stopwatch.GetTimestamp();
         var proxy = context.Features.Get<IReverseProxyFeature>();
-        metrics.RequestStarted(proxy?.ClusterId);
+        var started = metrics.RequestStarted(proxy?.ClusterId);
         var activity = ForwardingTracing.Start(context, proxy);
         var error = ForwarderError.Request;
         try
@@ -38,7 +36,7 @@ internal sealed partial class HttpForwarder
         }
         finally
         {
-            metrics.RequestEnded(proxy?.RouteId, proxy?.ClusterId, context.Response.StatusCode, error, start);
+            metrics.RequestEnded(started, proxy?.RouteId, proxy?.ClusterId, context.Response.StatusCode, error);
             if (activity is not null)
             {
                 ForwardingTracing.Stop(activity, context.Response.StatusCode, error);

@@ -1,4 +1,3 @@
-using System.Diagnostics;
 using System.Net;
 using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Http.Features;
@@ -36,9 +35,8 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         ArgumentNullException.ThrowIfNull(context);
         ArgumentNullException.ThrowIfNull(destinationPrefix);
         ArgumentNullException.ThrowIfNull(httpClient);
-        var start = Stopwatch.GetTimestamp();
         var proxy = context.Features.Get<IReverseProxyFeature>();
-        metrics.RequestStarted(proxy?.ClusterId);
+        var started = metrics.RequestStarted(proxy?.ClusterId);
         var activity = ForwardingTracing.Start(context, proxy);
         var error = ForwarderError.Request;
         try
@@ -49,7 +47,7 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         }
         finally
         {
-            metrics.RequestEnded(proxy?.RouteId, proxy?.ClusterId, context.Response.StatusCode, error, start);
+            metrics.RequestEnded(started, proxy?.RouteId, proxy?.ClusterId, context.Response.StatusCode, error);
             if (activity is not null)
             {
                 ForwardingTracing.Stop(activity, context.Response.StatusCode, error);

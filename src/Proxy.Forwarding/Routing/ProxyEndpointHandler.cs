@@ -1,4 +1,3 @@
-using System.Diagnostics;
 using System.Globalization;
 using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Http.Features;
@@ -151,8 +150,7 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
     private async Task RefuseAsync(HttpContext context, ReverseProxyFeature feature, ForwarderError error, string reason,
         int status = StatusCodes.Status503ServiceUnavailable)
     {
-        var start = Stopwatch.GetTimestamp();
-        metrics.RequestStarted(feature.ClusterId);
+        var started = metrics.RequestStarted(feature.ClusterId);
         context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, null));
         var response = context.Response;
         if (GrpcProtocol.IsGrpc(context.Request.ContentType))
@@ -175,6 +173,6 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         }
 
         Log.ForwardingFailed(logger, error, feature.RouteId, feature.ClusterId, feature.DestinationId, response.StatusCode, null);
-        metrics.RequestEnded(feature.RouteId, feature.ClusterId, response.StatusCode, error, start);
+        metrics.RequestEnded(started, feature.RouteId, feature.ClusterId, response.StatusCode, error);
     }
 }

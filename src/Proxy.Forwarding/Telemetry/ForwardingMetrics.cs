@@ -110,9 +110,22 @@ internal sealed class ForwardingMetrics : IBackendConnectionMetrics
         public void Dispose() => counter?.Add(-1, Tags);
     }
 
-    public void RequestStarted(string? cluster) => Interlocked.Increment(ref ActiveOf(cluster).Value);
+    /// <summary>A forwarded request from its start: its cluster's active count (looked up once) and its start time.</summary>
+    internal readonly struct RequestScope(StrongBox<long> active, long startTimestamp)
+    {
+        public StrongBox<long> Active { get; } = active;
 
-    public void RequestEnded(string? route, string? cluster, int statusCode, ForwarderError error, long startTimestamp)
+        public long StartTimestamp { get; } = startTimestamp;
+    }
+
+    public RequestScope RequestStarted(string? cluster)
+    {
+        var active = ActiveOf(cluster);
+        Interlocked.Increment(ref active.Value);
+        return new RequestScope(active, Stopwatch.GetTimestamp());
+    }
+
+    public void RequestEnded(RequestScope started, string? route, string? cluster, int statusCode, ForwarderError error)
     {
         var tags = new TagList
         {
@@ -127,8 +140,8 @@ internal sealed class ForwardingMetrics : IBackendConnectionMetrics
         }
 
         _requests.Add(1, tags);
-        _duration.Record(Stopwatch.GetElapsedTime(startTimestamp).TotalSeconds, tags);
-        Interlocked.Decrement(ref ActiveOf(cluster).Value);
+        _duration.Record(Stopwatch.GetElapsedTime(started.StartTimestamp).TotalSeconds, tags);
+        Interlocked.Decrement(ref started.Active.Value);
     }
 
 }

@@ -564,6 +564,7 @@ public sealed partial class Http2Connection
             var now = Now;
             _streamPool.RemoveReturnedBefore(now - PooledStreamExpiry); // a busy connection trims here, at no timer's cost
             _streamPool.TryPush(stream, now);
+            PoolChanged?.Invoke();
             if (_streams.Count == 0 && _deadlines[(int)TimeoutKind.PooledStreamExpiry] == NoDeadline)
             {
                 SetTimeout(TimeoutKind.PooledStreamExpiry, PooledStreamExpiry); // idle: no later finish trims the pool, a deadline does

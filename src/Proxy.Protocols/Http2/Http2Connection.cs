@@ -53,6 +53,9 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
 
     /// <summary>Streams in the pool now (tests; written by the read loop only).</summary>
     internal int PooledStreamCount => _streamPool.Count;
+
+    /// <summary>Runs on the read loop after the pool took or dropped streams (tests wait on it; null otherwise).</summary>
+    internal Action? PoolChanged { get; set; }
     /// <summary>Streams that hold a SETTINGS_MAX_CONCURRENT_STREAMS slot: in the table, or reset but their handler still runs.</summary>
     private int _activeStreams;
     /// <summary>Streams we reset: their in-flight frames are ignored (RFC 9113 §5.4.2).</summary>
@@ -421,7 +424,11 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
     /// <summary>Drops pooled streams not reused within <see cref="PooledStreamExpiry"/>; re-arms for the next one to expire.</summary>
     private void ExpirePooledStreams(TimeSpan now)
     {
-        _streamPool.RemoveReturnedBefore(now - PooledStreamExpiry);
+        if (_streamPool.RemoveReturnedBefore(now - PooledStreamExpiry) > 0)
+        {
+            PoolChanged?.Invoke();
+        }
+
         if (_streamPool.OldestReturnedAt is { } oldest)
         {
             _deadlines[(int)TimeoutKind.PooledStreamExpiry] = oldest + PooledStreamExpiry; // CheckTimeout re-arms after

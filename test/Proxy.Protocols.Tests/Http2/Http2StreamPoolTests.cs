@@ -222,7 +222,7 @@ public class Http2StreamPoolTests
         await RunWaveAsync(peer, firstId: 1, wave);
         var first = exchanges.ToHashSet();
         Assert.Equal(wave, first.Count);
-        await WaitUntilAsync(() => peer.Connection.PooledStreamCount == wave, "the first wave's streams back in the pool");
+        await WaitForPoolAsync(peer, wave, "the first wave's streams back in the pool");
         exchanges.Clear();
 
         await RunWaveAsync(peer, firstId: 1 + 2 * wave, wave);
@@ -245,14 +245,14 @@ public class Http2StreamPoolTests
 
         await peer.SendRequestHeadersAsync(1);
         Assert.Equal("ok", (await peer.ReadResponseAsync(1)).BodyText);
-        await WaitUntilAsync(() => peer.Connection.PooledStreamCount == 1, "stream 1 in the pool");
+        await WaitForPoolAsync(peer, 1, "stream 1 in the pool");
         time.Advance(Http2Connection.PooledStreamExpiry - TimeSpan.FromMilliseconds(1));
         await peer.SendRequestHeadersAsync(3);
         Assert.Equal("ok", (await peer.ReadResponseAsync(3)).BodyText);
-        await WaitUntilAsync(() => peer.Connection.PooledStreamCount == 1, "stream 3 in the pool");
+        await WaitForPoolAsync(peer, 1, "stream 3 in the pool");
 
         time.Advance(Http2Connection.PooledStreamExpiry);
-        await WaitUntilAsync(() => peer.Connection.PooledStreamCount == 0, "the idle connection's pool emptied");
+        await WaitForPoolAsync(peer, 0, "the idle connection's pool emptied");
         await peer.SendRequestHeadersAsync(5);
         Assert.Equal("ok", (await peer.ReadResponseAsync(5)).BodyText);
 
@@ -289,17 +289,38 @@ public class Http2StreamPoolTests
         }
     }
 
-    /// <summary>Waits for a state the read loop reaches on its own (no event to await); the limit only turns a hang into a failure.</summary>
-    private static async Task WaitUntilAsync(Func<bool> condition, string what)
+    /// <summary>
+    /// Completes when the connection's pool holds <paramref name="count"/> streams: checked each time the read loop
+    /// changes the pool, and once after the hook is set (for a count reached before). The limit only turns a hang
+    /// into a failure.
+    /// </summary>
+    private static async Task WaitForPoolAsync(Http2TestPeer peer, int count, string what)
     {
-        var deadline = DateTime.UtcNow + TimeSpan.FromSeconds(20);
-        while (!condition())
+        var connection = peer.Connection;
+        var reached = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        connection.PoolChanged = () =>
         {
-            if (DateTime.UtcNow > deadline)
+            if (connection.PooledStreamCount == count)
             {
-                throw new Xunit.Sdk.XunitException($"Not reached within 20 s: {what}.");
+                reached.TrySetResult();
             }
-            await Task.Delay(10);
+        };
+        try
+        {
+            if (connection.PooledStreamCount == count)
+            {
+                reached.TrySetResult();
+            }
+
+            await reached.Task.WaitAsync(TimeSpan.FromSeconds(20));
+        }
+        catch (TimeoutException)
+        {
+            throw new Xunit.Sdk.XunitException($"Not reached within 20 s: {what} ({connection.PooledStreamCount} pooled, {count} expected).");
+        }
+        finally
+        {
+            connection.PoolChanged = null;
         }
     }
 }
