@@ -212,9 +212,17 @@ public class Http2StreamPoolTests
         // gRPC channels run many streams at once and in waves: a pool smaller than a wave drops the rest of it.
         const int wave = 70;
         var exchanges = new ConcurrentQueue<HttpExchange>();
+        // Each wave's handlers answer only once all of its streams run, so no stream of a wave finishes (and is reused)
+        // before the wave's last one opened.
+        var allRunning = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         await using var peer = await Http2TestPeer.StartAsync(async exchange =>
         {
             exchanges.Enqueue(exchange);
+            if (exchanges.Count == wave)
+            {
+                Volatile.Read(ref allRunning).TrySetResult();
+            }
+            await Volatile.Read(ref allRunning).Task;
             await exchange.ResponseBody.WriteAsync("ok"u8.ToArray());
         });
         await peer.HandshakeAsync();
@@ -223,6 +231,7 @@ public class Http2StreamPoolTests
         var first = exchanges.ToHashSet();
         Assert.Equal(wave, first.Count);
         await WaitForPoolAsync(peer, wave, "the first wave's streams back in the pool");
+        Volatile.Write(ref allRunning, new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously));
         exchanges.Clear();
 
         await RunWaveAsync(peer, firstId: 1 + 2 * wave, wave);
