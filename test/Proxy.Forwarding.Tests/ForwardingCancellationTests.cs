@@ -33,11 +33,15 @@ public class ForwardingCancellationTests
         var time = new FakeTimeProvider();
         using var cancellation = new ForwardingCancellation(CancellationToken.None, Activity, deadline: null, deadlineFromClient: false, time);
 
+        Assert.True(cancellation.HasActivityTimer);
         cancellation.SetActivityTimeout(Timeout.InfiniteTimeSpan); // an SSE response
+        Assert.False(cancellation.HasActivityTimer); // released for the stream's life, not only stopped
+        cancellation.ResetActivity(); // progress while off arms nothing
         time.Advance(TimeSpan.FromHours(2));
         Assert.False(cancellation.Token.IsCancellationRequested);
 
         cancellation.SetActivityTimeout(TimeSpan.FromSeconds(5));
+        Assert.True(cancellation.HasActivityTimer);
         time.Advance(TimeSpan.FromSeconds(6));
         Assert.True(cancellation.Token.IsCancellationRequested);
         Assert.True(cancellation.TimedOut);

@@ -26,6 +26,8 @@ internal sealed class ForwardingCancellation : IDisposable
     private CancellationTokenRegistration _clientRegistration;
     private CancellationTokenRegistration _stoppingRegistration;
     private ITimer? _activityTimer;
+    // The exchange started with an activity timeout: it may be turned off (the timer is then released) and on again.
+    private bool _activityConfigured;
     private ITimer? _deadlineTimer;
     private volatile bool _activityExpired;
     private volatile bool _deadlineExpired;
@@ -52,12 +54,8 @@ internal sealed class ForwardingCancellation : IDisposable
         if (IsFinite(activityTimeout))
         {
             EnsureSource();
-            _activityTimer = time.CreateTimer(static state =>
-            {
-                var self = (ForwardingCancellation)state!;
-                self._activityExpired = true;
-                self.Cancel();
-            }, this, System.Threading.Timeout.InfiniteTimeSpan, System.Threading.Timeout.InfiniteTimeSpan);
+            _activityConfigured = true;
+            _activityTimer = CreateActivityTimer();
         }
         if (deadline is { } d)
         {
@@ -110,9 +108,9 @@ internal sealed class ForwardingCancellation : IDisposable
     /// <summary>Called after every read and write: the exchange made progress.</summary>
     public void ResetActivity()
     {
-        if (_activityTimer is not null && IsFinite(_activityTimeout))
+        if (_activityTimer is { } timer && IsFinite(_activityTimeout))
         {
-            _activityTimer.Change(_activityTimeout, System.Threading.Timeout.InfiniteTimeSpan);
+            timer.Change(_activityTimeout, System.Threading.Timeout.InfiniteTimeSpan);
         }
     }
 
@@ -123,20 +121,36 @@ internal sealed class ForwardingCancellation : IDisposable
     public void SetActivityTimeout(TimeSpan timeout)
     {
         _activityTimeout = timeout;
-        if (_activityTimer is null)
+        if (!_activityConfigured)
         {
             return;
         }
 
         if (!IsFinite(timeout))
         {
-            _activityTimer.Change(System.Threading.Timeout.InfiniteTimeSpan, System.Threading.Timeout.InfiniteTimeSpan);
+            // NOTE: released, not just stopped: an SSE stream keeps its exchange for hours, and the timer with its queue
+            // entry is about 150 bytes. A copy loop that read the field before this sees a disposed timer (Change is a
+            // no-op then).
+            var timer = _activityTimer;
+            _activityTimer = null;
+            timer?.Dispose();
         }
         else
         {
+            _activityTimer ??= CreateActivityTimer();
             ResetActivity();
         }
     }
+
+    /// <summary>The exchange holds an activity timer now (it is released while the timeout is off).</summary>
+    internal bool HasActivityTimer => _activityTimer is not null;
+
+    private ITimer CreateActivityTimer() => _time.CreateTimer(static state =>
+    {
+        var self = (ForwardingCancellation)state!;
+        self._activityExpired = true;
+        self.Cancel();
+    }, this, System.Threading.Timeout.InfiniteTimeSpan, System.Threading.Timeout.InfiniteTimeSpan);
 
     private static bool IsFinite(TimeSpan timeout) => timeout > TimeSpan.Zero && timeout != System.Threading.Timeout.InfiniteTimeSpan;
 
