@@ -26,7 +26,11 @@ internal sealed partial class FrameWriterLoop
     private readonly ChannelReader<WriterMessage> _messages;
     private readonly CountingBufferWriter _output;
     private readonly HpackEncoder _encoder;
-    private readonly ArrayBufferWriter<byte> _headerBlock = new(1024);
+    // NOTE: the encoded header block is scratch for the length of one synchronous WriteHeaderBlock call, so it is kept per
+    // thread, not per connection (about 1.4 KB per connection was 140 bytes per SSE stream). One grown past
+    // MaxKeptHeaderBlock by a huge block is not kept.
+    [ThreadStatic] private static ArrayBufferWriter<byte>? t_headerBlock;
+    private const int MaxKeptHeaderBlock = 64 * 1024;
     private readonly StreamScheduler _scheduler;
     private readonly SendWindows _windows;
     private readonly TimeProvider _time;
@@ -336,13 +340,14 @@ internal sealed partial class FrameWriterLoop
         {
             return false;
         }
-        _headerBlock.ResetWrittenCount();
+        var headerBlock = t_headerBlock ??= new ArrayBufferWriter<byte>(1024);
+        headerBlock.ResetWrittenCount();
         try
         {
-            _encoder.BeginHeaderBlock(_headerBlock);
+            _encoder.BeginHeaderBlock(headerBlock);
             foreach (var (name, value) in fields)
             {
-                _encoder.EncodeHeader(_headerBlock, name, value, neverIndex: name is "authorization" or "set-cookie" or "proxy-authorization");
+                _encoder.EncodeHeader(headerBlock, name, value, neverIndex: name is "authorization" or "set-cookie" or "proxy-authorization");
             }
         }
         catch (Exception ex)
@@ -355,7 +360,7 @@ internal sealed partial class FrameWriterLoop
                 "Encoding a header block failed: " + ex.Message, Http2ErrorCode.InternalError, "header_encoding_failed")));
             return false;
         }
-        var block = _headerBlock.WrittenSpan;
+        var block = headerBlock.WrittenSpan;
         var first = Math.Min(block.Length, _peerMaxFrameSize);
         Http2FrameWriter.WriteHeaders(_output, streamId, block[..first], endStream, endHeaders: first == block.Length);
         _output.Frames++;
@@ -366,6 +371,10 @@ internal sealed partial class FrameWriterLoop
             Http2FrameWriter.WriteContinuation(_output, streamId, block[..size], endHeaders: size == block.Length);
             _output.Frames++;
             block = block[size..];
+        }
+        if (headerBlock.Capacity > MaxKeptHeaderBlock)
+        {
+            t_headerBlock = null;
         }
         return true;
     }

@@ -15,7 +15,10 @@ public sealed partial class Http2Connection
     }
 
     // ---- Owned by the read loop: the header block being received ----
-    private readonly ArrayBufferWriter<byte> _headerBlockBuffer = new(4096);
+    // NOTE: only a block split over CONTINUATION frames is gathered here (one with END_HEADERS is decoded in place), so
+    // the buffer exists from the first such frame until the block ends: most connections never hold one, and one large
+    // block does not keep its grown buffer for the connection's life (4 KiB per connection was 400 bytes per SSE stream).
+    private ArrayBufferWriter<byte>? _headerBlockBuffer;
     private int _headerBlockStreamId;
     private int _headerBlockContinuations;
     private bool _headerBlockEndStream;
@@ -95,7 +98,7 @@ public sealed partial class Http2Connection
         {
             _consecutiveEmptyFrames = 0;
         }
-        _headerBlockBuffer.ResetWrittenCount();
+        _headerBlockBuffer = new ArrayBufferWriter<byte>(Math.Max(4096, (int)frame.HeaderBlockFragment.Length));
         Append(frame.HeaderBlockFragment);
         _headerBlockStreamId = streamId;
         // Slowloris guard for the block; the connection is not idle while a block is open.
@@ -125,7 +128,7 @@ public sealed partial class Http2Connection
         {
             _consecutiveEmptyFrames = 0;
         }
-        CheckHeaderBlockSize(_headerBlockBuffer.WrittenCount + frame.HeaderBlockFragment.Length);
+        CheckHeaderBlockSize(_headerBlockBuffer!.WrittenCount + frame.HeaderBlockFragment.Length);
         Append(frame.HeaderBlockFragment);
         if (!frame.EndHeaders)
         {
@@ -136,7 +139,9 @@ public sealed partial class Http2Connection
         ClearTimeout(TimeoutKind.HeaderBlock);
         try
         {
-            CompleteHeaderBlock(streamId, new ReadOnlySequence<byte>(_headerBlockBuffer.WrittenMemory));
+            var gathered = _headerBlockBuffer!.WrittenMemory;
+            _headerBlockBuffer = null;
+            CompleteHeaderBlock(streamId, new ReadOnlySequence<byte>(gathered));
         }
         finally
         {
@@ -164,7 +169,7 @@ public sealed partial class Http2Connection
     {
         foreach (var segment in fragment)
         {
-            _headerBlockBuffer.Write(segment.Span);
+            _headerBlockBuffer!.Write(segment.Span);
         }
     }
 

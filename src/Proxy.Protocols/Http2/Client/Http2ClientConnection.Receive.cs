@@ -256,7 +256,7 @@ public sealed partial class Http2ClientConnection
         {
             CountEmptyFrame();
         }
-        _headerBlockBuffer.ResetWrittenCount();
+        _headerBlockBuffer = new ArrayBufferWriter<byte>(Math.Max(4096, (int)frame.HeaderBlockFragment.Length));
         Append(frame.HeaderBlockFragment);
         _headerBlockStreamId = header.StreamId;
     }
@@ -277,7 +277,7 @@ public sealed partial class Http2ClientConnection
         {
             CountEmptyFrame();
         }
-        CheckHeaderBlockSize(_headerBlockBuffer.WrittenCount + frame.HeaderBlockFragment.Length);
+        CheckHeaderBlockSize(_headerBlockBuffer!.WrittenCount + frame.HeaderBlockFragment.Length);
         Append(frame.HeaderBlockFragment);
         if (!frame.EndHeaders)
         {
@@ -285,7 +285,9 @@ public sealed partial class Http2ClientConnection
         }
         var streamId = _headerBlockStreamId;
         _headerBlockStreamId = 0;
-        CompleteHeaderBlock(streamId, new ReadOnlySequence<byte>(_headerBlockBuffer.WrittenMemory));
+        var gathered = _headerBlockBuffer!.WrittenMemory;
+        _headerBlockBuffer = null;
+        CompleteHeaderBlock(streamId, new ReadOnlySequence<byte>(gathered));
     }
 
     private void CheckHeaderBlockSize(long size)
@@ -308,7 +310,7 @@ public sealed partial class Http2ClientConnection
     {
         foreach (var segment in fragment)
         {
-            _headerBlockBuffer.Write(segment.Span);
+            _headerBlockBuffer!.Write(segment.Span);
         }
     }
 

@@ -33,7 +33,10 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
     private readonly HpackDecoder _decoder;
     private readonly ResponseHeaderCollector _collector;
     private readonly RecentStreamIds _recentlyReset;
-    private readonly ArrayBufferWriter<byte> _headerBlockBuffer = new(4096);
+    // NOTE: only a block split over CONTINUATION frames is gathered here (one with END_HEADERS is decoded in place), so
+    // the buffer exists from the first such frame until the block ends: most connections never hold one, and one large
+    // block does not keep its grown buffer for the connection's life (4 KiB per connection was 400 bytes per SSE stream).
+    private ArrayBufferWriter<byte>? _headerBlockBuffer;
     private Task _writerTask = Task.CompletedTask;
     private ITimer? _timer;
     private bool _peerSettingsReceived;
