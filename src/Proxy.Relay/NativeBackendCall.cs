@@ -12,6 +12,9 @@ namespace Proxy.Relay;
 // Owned by one forwarded request (the forwarder's request pump writes RequestBody, its response flow the rest).
 internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request) : ForwarderBackendCall
 {
+    // NOTE: kept only until the response head arrives (a refused request is sent again from it), then let go: an SSE
+    // stream lives for hours, and the request with its field list is a few hundred bytes.
+    private BackendRequest? _request = request;
     /// <summary>Attempts beyond the first for a refused request.</summary>
     private const int MaxRetries = 2;
     // Only requests with a body need a replay copy: a GET or an SSE request allocates none.
@@ -22,7 +25,7 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
 
     public async ValueTask OpenAsync(CancellationToken cancellationToken)
     {
-        (_exchange, _reusedHttp1) = await pool.OpenAsync(request, cancellationToken).ConfigureAwait(false);
+        (_exchange, _reusedHttp1) = await pool.OpenAsync(_request!, cancellationToken).ConfigureAwait(false);
         _requestBody?.Target = _exchange.RequestBody;
     }
 
@@ -33,7 +36,7 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
     private bool IsRetryable(BackendException error) =>
         error.Failure == BackendFailure.Refused
         || (_reusedHttp1 && error.Failure == BackendFailure.ConnectionLost
-            && request.Method is "GET" or "HEAD" or "OPTIONS" or "PUT" or "DELETE" or "TRACE"); // idempotent only (RFC 9110 §9.2.2)
+            && _request!.Method is "GET" or "HEAD" or "OPTIONS" or "PUT" or "DELETE" or "TRACE"); // idempotent only (RFC 9110 §9.2.2)
 
     public override PipeWriter RequestBody => _requestBody ?? _exchange.RequestBody;
 
@@ -45,13 +48,14 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
             {
                 await _exchange.ReadResponseHeadAsync(cancellationToken).ConfigureAwait(false);
                 _requestBody?.StopRecording();
+                _request = null;
                 return;
             }
             catch (BackendException ex) when (IsRetryable(ex) && _retries < MaxRetries && _requestBody?.CanReplay != false)
             {
                 _retries++;
                 await _exchange.DisposeAsync().ConfigureAwait(false);
-                (_exchange, _reusedHttp1) = await pool.OpenAsync(request, cancellationToken).ConfigureAwait(false);
+                (_exchange, _reusedHttp1) = await pool.OpenAsync(_request!, cancellationToken).ConfigureAwait(false);
                 if (_requestBody is not null)
                 {
                     await _requestBody.ReplayIntoAsync(_exchange.RequestBody, cancellationToken).ConfigureAwait(false);

@@ -108,6 +108,9 @@ internal sealed partial class HttpForwarder
                 // It runs inline until it has to wait: a unary call's body is usually complete already.
                 var requestBody = context.Request.BodyReader;
                 var requestPump = head.HasBody ? PumpRequestBodyAsync(requestBody, call, cancellation) : null;
+                // NOTE: the head went to the transport; this frame lives as long as the exchange (hours for SSE) and
+                // would otherwise keep the head and its field list.
+                head = null!;
 
                 try
                 {

@@ -24,7 +24,9 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
     private readonly RequestBodyWriter? _requestWriter;
     private readonly ResponseBodyReader _responseReader;
     private readonly TaskCompletionSource _head = new(TaskCreationOptions.RunContinuationsAsynchronously);
-    private readonly List<KeyValuePair<string, string>> _headers;
+    // Read by the writer loop until it sent HEADERS; dropped by the read loop once the response head arrived (the request's
+    // HEADERS went out before that), so a long-lived stream does not keep its request's field list.
+    private List<KeyValuePair<string, string>>? _headers;
 
     public Http2ClientStream(Http2ClientConnection connection, BackendRequest request, int initialReceiveWindow)
     {
@@ -226,6 +228,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
     internal void OnResponseHead(int status, List<KeyValuePair<string, string>> fields, bool endStream)
     {
         HeadReceived = true;
+        _headers = null;
         StatusCode = status;
         ResponseHeaders.AddRange(fields);
         if (endStream)
