@@ -97,11 +97,14 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         var counted = destinationMetrics.RequestStarted();
         try
         {
-            var config = cluster.RequestConfig with
-            {
-                ActivityTimeout = route.Config.ActivityTimeout ?? cluster.RequestConfig.ActivityTimeout,
-                Timeout = route.Config.Timeout,
-            };
+            // The cluster's own config when the route changes nothing (no copy per request).
+            var config = route.Config.ActivityTimeout is null && route.Config.Timeout == cluster.RequestConfig.Timeout
+                ? cluster.RequestConfig
+                : cluster.RequestConfig with
+                {
+                    ActivityTimeout = route.Config.ActivityTimeout ?? cluster.RequestConfig.ActivityTimeout,
+                    Timeout = route.Config.Timeout,
+                };
             // The native transport (our own client connections) when the cluster has one; a replaced IHttpForwarder keeps its own path.
             var error = forwarder is HttpForwarder ours
                 ? await ours.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer, cluster.NativeTransport)
