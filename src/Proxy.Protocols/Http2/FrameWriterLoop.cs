@@ -233,7 +233,7 @@ internal sealed partial class FrameWriterLoop
                 break;
             case WriterMessageKind.PeerSettings:
                 // RFC 9113 §6.5.3: SETTINGS we reject with a connection error are not acknowledged.
-                if (ApplyPeerSettings(message.Settings))
+                if (ApplyPeerSettings(message.Settings!))
                 {
                     Http2FrameWriter.WriteSettingsAck(_output);
                     _output.Frames++;

@@ -28,13 +28,15 @@ internal enum WriterMessageKind : byte
 }
 
 /// <summary>The peer's SETTINGS values that change outbound state (null: unchanged).</summary>
-internal readonly record struct PeerSettingsChange(int? HeaderTableSize, int? InitialWindowSize, int? MaxFrameSize);
+// NOTE: a class, so WriterMessage carries a reference (8 bytes) instead of three nullable ints (24): a SETTINGS frame is
+// rare, and every message of every stream is copied into and out of the channel's queue, whose array a connection keeps.
+internal sealed record PeerSettingsChange(int? HeaderTableSize, int? InitialWindowSize, int? MaxFrameSize);
 
 /// <summary>One message of the writer channel. Which fields matter depends on <see cref="Kind"/>.</summary>
 internal readonly struct WriterMessage
 {
     private WriterMessage(WriterMessageKind kind, IHttp2OutputSource? stream = null, int streamId = 0, long value = 0,
-        Http2ErrorCode errorCode = Http2ErrorCode.NoError, PeerSettingsChange settings = default, bool isControl = false, bool flag = false)
+        Http2ErrorCode errorCode = Http2ErrorCode.NoError, PeerSettingsChange? settings = null, bool isControl = false, bool flag = false)
     {
         Kind = kind;
         Stream = stream;
@@ -51,7 +53,7 @@ internal readonly struct WriterMessage
     public int StreamId { get; }
     public long Value { get; }
     public Http2ErrorCode ErrorCode { get; }
-    public PeerSettingsChange Settings { get; }
+    public PeerSettingsChange? Settings { get; }
 
     /// <summary>True when it counts toward <see cref="Http2Options.MaxQueuedControlFrames"/> while queued.</summary>
     public bool IsControl { get; }
