@@ -33,7 +33,7 @@ internal partial class RequestFeatures :
     internal const uint InternalError = 0x2;
 
     private readonly RequestBodyReader _bodyReader;
-    private readonly HeaderDictionary _requestHeaders = new();
+    private readonly RequestHeaders _requestHeaders = new();
     private Stream? _requestBodyStream;
     private Stream? _requestBodyOverride;
     private IHeaderDictionary? _requestTrailers;
@@ -100,7 +100,7 @@ internal partial class RequestFeatures :
         RawTarget = _splitTarget;
         Path = _splitPath;
         QueryString = _splitQuery;
-        FillRequestHeaders(_requestHeaders, exchange);
+        _requestHeaders.Reset(exchange);
         Headers = _requestHeaders;
         _bodyReader.Reset(_options.MaxRequestBodySize);
 
@@ -113,30 +113,6 @@ internal partial class RequestFeatures :
         var remote = connection.RemoteEndPoint as IPEndPoint;
         RemoteIpAddress = remote?.Address;
         RemotePort = remote?.Port ?? 0;
-    }
-
-    private static void FillRequestHeaders(HeaderDictionary headers, HttpExchange exchange)
-    {
-        headers.Clear();
-        foreach (var (name, value) in exchange.RequestHeaders)
-        {
-            if (headers.TryGetValue(name, out var existing))
-            {
-                // RFC 9113 §8.2.3: split cookie crumbs are joined with "; " into one field.
-                headers[name] = string.Equals(name, "cookie", StringComparison.OrdinalIgnoreCase)
-                    ? new StringValues(existing + "; " + value)
-                    : StringValues.Concat(existing, value);
-            }
-            else
-            {
-                headers[name] = value;
-            }
-        }
-        // HTTP/2 carries the host in :authority (RFC 9113 §8.3.1); ASP.NET reads Request.Host from the Host header.
-        if (exchange.Authority.Length > 0 && !headers.ContainsKey("Host"))
-        {
-            headers["Host"] = exchange.Authority;
-        }
     }
 
     // ---- IHttpRequestFeature ----

@@ -1,0 +1,221 @@
+using System.Collections;
+using Microsoft.Extensions.Primitives;
+using Microsoft.Net.Http.Headers;
+
+namespace Proxy.Server.Features;
+
+// Owned by the app's request flow, like RequestFeatures (not thread-safe, as HeaderDictionary is not).
+/// <summary>
+/// The request headers as the app sees them (<see cref="IHttpRequestFeature.Headers"/>), read straight from the exchange's
+/// decoded field list instead of a dictionary filled for every request. Repeated fields read as one (cookie crumbs
+/// joined with "; " per RFC 9113 §8.2.3, others as several values), and an HTTP/2 request's :authority reads as Host
+/// when it has no Host field. The first change (set, add, remove, clear) copies the fields into a
+/// <see cref="HeaderDictionary"/>, which serves from then on.
+/// </summary>
+/// <remarks>
+/// NOTE: filling a HeaderDictionary per request hashed every field name, and the dictionary with its entries was kept
+/// for the request's life (about 250 bytes per SSE stream). A proxy reads a few fields by name and enumerates the rest
+/// once; a scan of a dozen fields costs no more than hashing them. Lookups compare names ASCII case-insensitively.
+/// </remarks>
+internal sealed class RequestHeaders : IHeaderDictionary
+{
+    private IReadOnlyList<KeyValuePair<string, string>> _fields = [];
+    private string _authority = "";
+    private HeaderDictionary? _copy;
+    private bool _changed;
+
+    /// <summary>Serves <paramref name="exchange"/>'s fields from now on; changes made for an earlier request are dropped.</summary>
+    public void Reset(HttpExchange exchange)
+    {
+        _fields = exchange.RequestHeaders;
+        _authority = exchange.Authority;
+        _changed = false;
+        _copy?.Clear();
+    }
+
+    private bool HostFromAuthority => _authority.Length > 0 && IndexOf(HeaderNames.Host) < 0;
+
+    public StringValues this[string key]
+    {
+        get => TryGetValue(key, out var value) ? value : StringValues.Empty;
+        set => Changed()[key] = value;
+    }
+
+    public long? ContentLength
+    {
+        get
+        {
+            if (_changed)
+            {
+                return _copy!.ContentLength;
+            }
+            // As HeaderDictionary reads it: one value, a non-negative integer once trimmed; anything else is no length.
+            var value = this[HeaderNames.ContentLength];
+            return value.Count == 1 && !string.IsNullOrEmpty(value[0])
+                && HeaderUtilities.TryParseNonNegativeInt64(new StringSegment(value[0]).Trim(), out var length) ? length : null;
+        }
+        set => Changed().ContentLength = value;
+    }
+
+    public int Count
+    {
+        get
+        {
+            if (_changed)
+            {
+                return _copy!.Count;
+            }
+            var count = 0;
+            for (var i = 0; i < _fields.Count; i++)
+            {
+                if (IsFirst(i))
+                {
+                    count++;
+                }
+            }
+            return HostFromAuthority ? count + 1 : count;
+        }
+    }
+
+    public bool IsReadOnly => false;
+
+    // The collections are the copy's, which the app may hold: the copy serves from then on.
+    public ICollection<string> Keys => Changed().Keys;
+
+    public ICollection<StringValues> Values => Changed().Values;
+
+    public bool ContainsKey(string key) => _changed ? _copy!.ContainsKey(key) : IndexOf(key) >= 0 || IsHostFromAuthority(key);
+
+    public bool TryGetValue(string key, out StringValues value)
+    {
+        if (_changed)
+        {
+            return _copy!.TryGetValue(key, out value);
+        }
+        var first = IndexOf(key);
+        if (first >= 0)
+        {
+            value = Combined(first);
+            return true;
+        }
+        if (IsHostFromAuthority(key))
+        {
+            value = _authority;
+            return true;
+        }
+        value = default;
+        return false;
+    }
+
+    public bool Contains(KeyValuePair<string, StringValues> item) => TryGetValue(item.Key, out var value) && value.Equals(item.Value);
+
+    public void Add(string key, StringValues value) => Changed().Add(key, value);
+
+    public void Add(KeyValuePair<string, StringValues> item) => Changed().Add(item);
+
+    public bool Remove(string key) => Changed().Remove(key);
+
+    public bool Remove(KeyValuePair<string, StringValues> item) => Changed().Remove(item);
+
+    public void Clear() => Changed().Clear();
+
+    public void CopyTo(KeyValuePair<string, StringValues>[] array, int arrayIndex)
+    {
+        ArgumentNullException.ThrowIfNull(array);
+        foreach (var pair in this)
+        {
+            array[arrayIndex++] = pair;
+        }
+    }
+
+    public IEnumerator<KeyValuePair<string, StringValues>> GetEnumerator() => _changed ? _copy!.GetEnumerator() : Enumerate();
+
+    IEnumerator IEnumerable.GetEnumerator() => GetEnumerator();
+
+    private IEnumerator<KeyValuePair<string, StringValues>> Enumerate()
+    {
+        var fields = _fields;
+        for (var i = 0; i < fields.Count; i++)
+        {
+            if (IsFirst(i))
+            {
+                yield return new(fields[i].Key, Combined(i));
+            }
+        }
+        if (HostFromAuthority)
+        {
+            yield return new(HeaderNames.Host, _authority);
+        }
+    }
+
+    private int IndexOf(string name)
+    {
+        var fields = _fields;
+        for (var i = 0; i < fields.Count; i++)
+        {
+            if (string.Equals(fields[i].Key, name, StringComparison.OrdinalIgnoreCase))
+            {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    private bool IsHostFromAuthority(string key) => string.Equals(key, HeaderNames.Host, StringComparison.OrdinalIgnoreCase) && HostFromAuthority;
+
+    /// <summary>No earlier field has the name of field <paramref name="index"/>.</summary>
+    private bool IsFirst(int index)
+    {
+        var name = _fields[index].Key;
+        for (var j = 0; j < index; j++)
+        {
+            if (string.Equals(_fields[j].Key, name, StringComparison.OrdinalIgnoreCase))
+            {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /// <summary>The value of the field at <paramref name="first"/> joined with every later field of the same name.</summary>
+    private StringValues Combined(int first)
+    {
+        var fields = _fields;
+        var name = fields[first].Key;
+        StringValues value = fields[first].Value;
+        var cookie = string.Equals(name, HeaderNames.Cookie, StringComparison.OrdinalIgnoreCase);
+        for (var i = first + 1; i < fields.Count; i++)
+        {
+            if (string.Equals(fields[i].Key, name, StringComparison.OrdinalIgnoreCase))
+            {
+                // RFC 9113 §8.2.3: split cookie crumbs are joined with "; " into one field.
+                value = cookie ? new StringValues(value + "; " + fields[i].Value) : StringValues.Concat(value, fields[i].Value);
+            }
+        }
+        return value;
+    }
+
+    /// <summary>The dictionary that serves once the headers change (filled from the fields on the first change).</summary>
+    private HeaderDictionary Changed()
+    {
+        if (_changed)
+        {
+            return _copy!;
+        }
+        var copy = _copy ??= new HeaderDictionary();
+        copy.Clear();
+        for (var i = 0; i < _fields.Count; i++)
+        {
+            if (IsFirst(i))
+            {
+                copy[_fields[i].Key] = Combined(i);
+            }
+        }
+        if (HostFromAuthority)
+        {
+            copy[HeaderNames.Host] = _authority;
+        }
+        _changed = true;
+        return copy;
+    }
+}
