@@ -24,6 +24,8 @@ public class RequestHeadersTests
         { "content-length=4x", "", "a content-length that is no number" },
         { "content-length=1\ncontent-length=1", "", "a repeated content-length" },
         { "te=trailers\nempty=\nempty=v", "", "empty values" },
+        // Past RequestHeaders.MaxScannedFields the dictionary serves from the start (no square-cost scans).
+        { string.Join("\n", Enumerable.Range(0, RequestHeaders.MaxScannedFields + 8).Select(i => $"x-{i % 30}={i}")) + "\ncookie=a\ncookie=b", "long.example", "a long list with repeats" },
     };
 
     [Theory]

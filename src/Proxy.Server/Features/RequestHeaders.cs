@@ -23,6 +23,9 @@ internal sealed class RequestHeaders : IHeaderDictionary
     private string _authority = "";
     private HeaderDictionary? _copy;
     private bool _changed;
+    // Whether a name occurs twice, found on first need (one pass over the pairs): most requests repeat none, and then
+    // every field is its own header.
+    private bool? _repeats;
 
     /// <summary>Serves <paramref name="exchange"/>'s fields from now on; changes made for an earlier request are dropped.</summary>
     public void Reset(HttpExchange exchange)
@@ -30,8 +33,18 @@ internal sealed class RequestHeaders : IHeaderDictionary
         _fields = exchange.RequestHeaders;
         _authority = exchange.Authority;
         _changed = false;
+        _repeats = null;
         _copy?.Clear();
+        if (_fields.Count > MaxScannedFields)
+        {
+            // NOTE: lookups scan and repeats are found pair by pair, so a long list would cost its square per request
+            // (a client may send hundreds of fields): past this many, the dictionary serves from the start.
+            Changed();
+        }
     }
+
+    /// <summary>Longest field list served by scanning; a longer one is put in a dictionary at once.</summary>
+    internal const int MaxScannedFields = 32;
 
     private bool HostFromAuthority => _authority.Length > 0 && IndexOf(HeaderNames.Host) < 0;
 
@@ -65,12 +78,16 @@ internal sealed class RequestHeaders : IHeaderDictionary
             {
                 return _copy!.Count;
             }
-            var count = 0;
-            for (var i = 0; i < _fields.Count; i++)
+            var count = _fields.Count;
+            if (Repeats)
             {
-                if (IsFirst(i))
+                count = 0;
+                for (var i = 0; i < _fields.Count; i++)
                 {
-                    count++;
+                    if (IsFirst(i))
+                    {
+                        count++;
+                    }
                 }
             }
             return HostFromAuthority ? count + 1 : count;
@@ -163,9 +180,31 @@ internal sealed class RequestHeaders : IHeaderDictionary
 
     private bool IsHostFromAuthority(string key) => string.Equals(key, HeaderNames.Host, StringComparison.OrdinalIgnoreCase) && HostFromAuthority;
 
+    private bool Repeats => _repeats ??= FindRepeats(_fields);
+
+    private static bool FindRepeats(IReadOnlyList<KeyValuePair<string, string>> fields)
+    {
+        for (var i = 1; i < fields.Count; i++)
+        {
+            var name = fields[i].Key;
+            for (var j = 0; j < i; j++)
+            {
+                if (string.Equals(fields[j].Key, name, StringComparison.OrdinalIgnoreCase))
+                {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
     /// <summary>No earlier field has the name of field <paramref name="index"/>.</summary>
     private bool IsFirst(int index)
     {
+        if (!Repeats)
+        {
+            return true;
+        }
         var name = _fields[index].Key;
         for (var j = 0; j < index; j++)
         {
@@ -181,6 +220,10 @@ internal sealed class RequestHeaders : IHeaderDictionary
     private StringValues Combined(int first)
     {
         var fields = _fields;
+        if (!Repeats)
+        {
+            return fields[first].Value;
+        }
         var name = fields[first].Key;
         StringValues value = fields[first].Value;
         var cookie = string.Equals(name, HeaderNames.Cookie, StringComparison.OrdinalIgnoreCase);
@@ -204,14 +247,21 @@ internal sealed class RequestHeaders : IHeaderDictionary
         }
         var copy = _copy ??= new HeaderDictionary();
         copy.Clear();
-        for (var i = 0; i < _fields.Count; i++)
+        foreach (var (name, value) in _fields)
         {
-            if (IsFirst(i))
+            if (copy.TryGetValue(name, out var existing))
             {
-                copy[_fields[i].Key] = Combined(i);
+                // RFC 9113 §8.2.3: split cookie crumbs are joined with "; " into one field.
+                copy[name] = string.Equals(name, HeaderNames.Cookie, StringComparison.OrdinalIgnoreCase)
+                    ? new StringValues(existing + "; " + value)
+                    : StringValues.Concat(existing, value);
+            }
+            else
+            {
+                copy[name] = value;
             }
         }
-        if (HostFromAuthority)
+        if (_authority.Length > 0 && !copy.ContainsKey(HeaderNames.Host))
         {
             copy[HeaderNames.Host] = _authority;
         }
