@@ -26,6 +26,7 @@ internal sealed class RequestHeaders : IHeaderDictionary
     // Whether a name occurs twice, found on first need (one pass over the pairs): most requests repeat none, and then
     // every field is its own header.
     private bool? _repeats;
+    private bool? _hostFromAuthority;
 
     /// <summary>Serves <paramref name="exchange"/>'s fields from now on; changes made for an earlier request are dropped.</summary>
     public void Reset(HttpExchange exchange)
@@ -34,6 +35,7 @@ internal sealed class RequestHeaders : IHeaderDictionary
         _authority = exchange.Authority;
         _changed = false;
         _repeats = null;
+        _hostFromAuthority = null;
         _copy?.Clear();
         if (_fields.Count > MaxScannedFields)
         {
@@ -46,7 +48,8 @@ internal sealed class RequestHeaders : IHeaderDictionary
     /// <summary>Longest field list served by scanning; a longer one is put in a dictionary at once.</summary>
     internal const int MaxScannedFields = 32;
 
-    private bool HostFromAuthority => _authority.Length > 0 && IndexOf(HeaderNames.Host) < 0;
+    // Whether :authority stands in for a missing Host field, found on first need.
+    private bool HostFromAuthority => _hostFromAuthority ??= _authority.Length > 0 && IndexOf(HeaderNames.Host) < 0;
 
     public StringValues this[string key]
     {
@@ -170,7 +173,9 @@ internal sealed class RequestHeaders : IHeaderDictionary
         var fields = _fields;
         for (var i = 0; i < fields.Count; i++)
         {
-            if (string.Equals(fields[i].Key, name, StringComparison.OrdinalIgnoreCase))
+            // The length first, inline: most names differ in it.
+            var key = fields[i].Key;
+            if (key.Length == name.Length && string.Equals(key, name, StringComparison.OrdinalIgnoreCase))
             {
                 return i;
             }
