@@ -406,86 +406,125 @@ internal sealed partial class HttpForwarder
     {
         var input = call.ResponseBody;
         var token = activity.Token;
-        // NOTE: one registration for the whole body instead of one per read (a waiting read registered on the token, and
-        // the source kept the freed node for the next: two nodes per quiet SSE stream, and a register/unregister pair per
-        // event). Cancellation wakes the waiting read, which returns IsCanceled.
-        using var cancelRead = token.UnsafeRegister(static state => ((PipeReader)state!).CancelPendingRead(), input);
-        while (true)
+        // NOTE: at most one registration for the whole body, made when a read first has to wait, instead of one per
+        // waiting read (the source kept each freed node for the next: two nodes per quiet SSE stream, and a
+        // register/unregister pair per event). A unary call whose body is already here registers nothing. Cancellation
+        // wakes the waiting read, which returns IsCanceled.
+        // A plain local in try/finally, not a using variable: a using variable is read-only, so Register would act on a
+        // defensive copy and the registration would never be disposed.
+        var cancelRead = new ReadCancellation(input, token);
+        try
         {
-            ReadResult read;
-            try
+            while (true)
             {
-                read = await input.ReadAsync(CancellationToken.None).ConfigureAwait(false);
-            }
-            catch (Exception ex)
-            {
-                return (token.IsCancellationRequested ? StreamCopyResult.Canceled : StreamCopyResult.InputError, ex);
-            }
-
-            if (read.IsCanceled && token.IsCancellationRequested)
-            {
-                input.AdvanceTo(read.Buffer.Start);
-                return (StreamCopyResult.Canceled, null);
-            }
-
-            var buffer = read.Buffer;
-            if (buffer.IsEmpty)
-            {
-                input.AdvanceTo(buffer.End);
-                if (read.IsCompleted)
+                if (token.IsCancellationRequested)
                 {
+                    return (StreamCopyResult.Canceled, null);
+                }
+
+                ReadResult read;
+                try
+                {
+                    var pending = input.ReadAsync(CancellationToken.None);
+                    if (!pending.IsCompleted)
+                    {
+                        cancelRead.Register();
+                    }
+                    read = await pending.ConfigureAwait(false);
+                }
+                catch (Exception ex)
+                {
+                    return (token.IsCancellationRequested ? StreamCopyResult.Canceled : StreamCopyResult.InputError, ex);
+                }
+
+                if (read.IsCanceled && token.IsCancellationRequested)
+                {
+                    input.AdvanceTo(read.Buffer.Start);
+                    return (StreamCopyResult.Canceled, null);
+                }
+
+                var buffer = read.Buffer;
+                if (buffer.IsEmpty)
+                {
+                    input.AdvanceTo(buffer.End);
+                    if (read.IsCompleted)
+                    {
+                        return (StreamCopyResult.Success, null);
+                    }
+
+                    continue;
+                }
+
+                // NOTE: at most one chunk per turn. A backend that filled its window would otherwise move the whole window
+                // into the client's output in one write (the flush waits only after), and the proxy would hold two windows.
+                var completed = read.IsCompleted;
+                if (buffer.Length > MaxRelayChunk)
+                {
+                    buffer = buffer.Slice(0, MaxRelayChunk);
+                    completed = false;
+                }
+
+                try
+                {
+                    foreach (var segment in buffer)
+                    {
+                        WriteInBlocks(output, segment.Span);
+                    }
+                }
+                catch (Exception ex)
+                {
+                    input.AdvanceTo(buffer.End);
+                    return (StreamCopyResult.OutputError, ex);
+                }
+
+                activity.ResetActivity();
+                if (completed)
+                {
+                    input.AdvanceTo(buffer.End);
                     return (StreamCopyResult.Success, null);
                 }
 
-                continue;
-            }
-
-            // NOTE: at most one chunk per turn. A backend that filled its window would otherwise move the whole window
-            // into the client's output in one write (the flush waits only after), and the proxy would hold two windows.
-            var completed = read.IsCompleted;
-            if (buffer.Length > MaxRelayChunk)
-            {
-                buffer = buffer.Slice(0, MaxRelayChunk);
-                completed = false;
-            }
-
-            try
-            {
-                foreach (var segment in buffer)
+                FlushResult flush;
+                try
                 {
-                    WriteInBlocks(output, segment.Span);
+                    flush = await output.FlushAsync(token).ConfigureAwait(false);
+                }
+                catch (Exception ex)
+                {
+                    input.AdvanceTo(buffer.End);
+                    return (token.IsCancellationRequested ? StreamCopyResult.Canceled : StreamCopyResult.OutputError, ex);
+                }
+
+                input.AdvanceTo(buffer.End);
+                if (flush.IsCompleted || flush.IsCanceled)
+                {
+                    return (token.IsCancellationRequested ? StreamCopyResult.Canceled : StreamCopyResult.OutputError, null);
                 }
             }
-            catch (Exception ex)
-            {
-                input.AdvanceTo(buffer.End);
-                return (StreamCopyResult.OutputError, ex);
-            }
+        }
+        finally
+        {
+            cancelRead.Dispose();
+        }
+    }
 
-            activity.ResetActivity();
-            if (completed)
-            {
-                input.AdvanceTo(buffer.End);
-                return (StreamCopyResult.Success, null);
-            }
+    /// <summary>Wakes a pump's waiting read when the exchange is cancelled; registers on the first wait only.</summary>
+    private struct ReadCancellation(PipeReader input, CancellationToken token) : IDisposable
+    {
+        private CancellationTokenRegistration _registration;
+        private bool _registered;
 
-            FlushResult flush;
-            try
+        public void Register()
+        {
+            if (!_registered && token.CanBeCanceled)
             {
-                flush = await output.FlushAsync(token).ConfigureAwait(false);
-            }
-            catch (Exception ex)
-            {
-                input.AdvanceTo(buffer.End);
-                return (token.IsCancellationRequested ? StreamCopyResult.Canceled : StreamCopyResult.OutputError, ex);
-            }
-
-            input.AdvanceTo(buffer.End);
-            if (flush.IsCompleted || flush.IsCanceled)
-            {
-                return (token.IsCancellationRequested ? StreamCopyResult.Canceled : StreamCopyResult.OutputError, null);
+                _registered = true;
+                // Already cancelled: the callback runs here and the read that waits returns IsCanceled at once.
+                _registration = token.UnsafeRegister(static state => ((PipeReader)state!).CancelPendingRead(), input);
             }
         }
+
+        public readonly void Dispose() => _registration.Dispose();
     }
 
     private static ForwarderError ClassifyNativeHeadFailure(Exception exception, ForwardingCancellation cancellation, Task<StreamCopyResult>? requestPump)
