@@ -345,25 +345,15 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
 
     /// <summary>The response body the relay reads; consuming returns credit.</summary>
     // Owned by the relay's response flow.
-    // NOTE: a read that must wait is its own IValueTaskSource: the pipe's read completes into OnInnerReadCompleted, which
-    // notes the buffer and completes this one. An async method here kept a state-machine box per waiting read (216 bytes
-    // held by every quiet SSE stream, pooled or not), and an unpooled one was a box per event.
-    private sealed class ResponseBodyReader : PipeReader, IValueTaskSource<ReadResult>
+    // NOTE: a read that must wait completes through a Waiter, made on the first wait and kept for the stream: the pipe's
+    // read completes into it, it notes the buffer and completes the read it handed out. An async method here kept a
+    // state-machine box per waiting read (216 bytes held by every quiet SSE stream), and a unary call whose response
+    // is already here when read never waits, so it allocates nothing for this.
+    private sealed class ResponseBodyReader(Http2ClientStream stream, PipeReader inner) : PipeReader
     {
-        private readonly Http2ClientStream _stream;
-        private readonly PipeReader _inner;
-        private readonly Action _onInnerReadCompleted;
-        private ManualResetValueTaskSourceCore<ReadResult> _waiting;
-        private ConfiguredValueTaskAwaitable<ReadResult>.ConfiguredValueTaskAwaiter _innerRead;
         private ReadOnlySequence<byte> _lastBuffer;
+        private Waiter? _waiter;
         private int _completed;
-
-        public ResponseBodyReader(Http2ClientStream stream, PipeReader inner)
-        {
-            _stream = stream;
-            _inner = inner;
-            _onInnerReadCompleted = OnInnerReadCompleted;
-        }
 
         public override void AdvanceTo(SequencePosition consumed) => AdvanceTo(consumed, consumed);
 
@@ -371,11 +361,11 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
         {
             var bytes = _lastBuffer.Slice(_lastBuffer.Start, consumed).Length;
             _lastBuffer = default;
-            _inner.AdvanceTo(consumed, examined);
-            _stream.OnResponseConsumed(bytes);
+            inner.AdvanceTo(consumed, examined);
+            stream.OnResponseConsumed(bytes);
         }
 
-        public override void CancelPendingRead() => _inner.CancelPendingRead();
+        public override void CancelPendingRead() => inner.CancelPendingRead();
 
         public override void Complete(Exception? exception = null)
         {
@@ -383,14 +373,14 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
             {
                 return;
             }
-            _stream._responseAbandoned = true;
-            _inner.Complete(exception);
-            _stream.OnResponseAbandoned();
+            stream._responseAbandoned = true;
+            inner.Complete(exception);
+            stream.OnResponseAbandoned();
         }
 
         public override ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
         {
-            var read = _inner.ReadAsync(cancellationToken);
+            var read = inner.ReadAsync(cancellationToken);
             // NOTE: IsCompleted first: a read still pending when IsCompletedSuccessfully is asked may complete before the
             // next question, and would then be handed back without its buffer noted.
             if (read.IsCompleted)
@@ -403,45 +393,64 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
                 _lastBuffer = result.Buffer;
                 return new ValueTask<ReadResult>(result);
             }
-            _waiting.Reset();
-            _innerRead = read.ConfigureAwait(false).GetAwaiter();
-            _innerRead.UnsafeOnCompleted(_onInnerReadCompleted);
-            return new ValueTask<ReadResult>(this, _waiting.Version);
+            return (_waiter ??= new Waiter(this)).Wait(read);
         }
-
-        private void OnInnerReadCompleted()
-        {
-            ReadResult result;
-            try
-            {
-                result = _innerRead.GetResult();
-            }
-            catch (Exception ex)
-            {
-                _innerRead = default;
-                _waiting.SetException(ex);
-                return;
-            }
-            _innerRead = default;
-            _lastBuffer = result.Buffer;
-            _waiting.SetResult(result);
-        }
-
-        ReadResult IValueTaskSource<ReadResult>.GetResult(short token) => _waiting.GetResult(token);
-
-        ValueTaskSourceStatus IValueTaskSource<ReadResult>.GetStatus(short token) => _waiting.GetStatus(token);
-
-        void IValueTaskSource<ReadResult>.OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags)
-            => _waiting.OnCompleted(continuation, state, token, flags);
 
         public override bool TryRead(out ReadResult result)
         {
-            if (_inner.TryRead(out result))
+            if (inner.TryRead(out result))
             {
                 _lastBuffer = result.Buffer;
                 return true;
             }
             return false;
+        }
+
+        private sealed class Waiter : IValueTaskSource<ReadResult>
+        {
+            private readonly ResponseBodyReader _reader;
+            private readonly Action _onInnerReadCompleted;
+            private ManualResetValueTaskSourceCore<ReadResult> _core;
+            private ConfiguredValueTaskAwaitable<ReadResult>.ConfiguredValueTaskAwaiter _innerRead;
+
+            public Waiter(ResponseBodyReader reader)
+            {
+                _reader = reader;
+                _onInnerReadCompleted = OnInnerReadCompleted;
+            }
+
+            public ValueTask<ReadResult> Wait(ValueTask<ReadResult> read)
+            {
+                _core.Reset();
+                _innerRead = read.ConfigureAwait(false).GetAwaiter();
+                _innerRead.UnsafeOnCompleted(_onInnerReadCompleted);
+                return new ValueTask<ReadResult>(this, _core.Version);
+            }
+
+            private void OnInnerReadCompleted()
+            {
+                ReadResult result;
+                try
+                {
+                    result = _innerRead.GetResult();
+                }
+                catch (Exception ex)
+                {
+                    _innerRead = default;
+                    _core.SetException(ex);
+                    return;
+                }
+                _innerRead = default;
+                _reader._lastBuffer = result.Buffer;
+                _core.SetResult(result);
+            }
+
+            public ReadResult GetResult(short token) => _core.GetResult(token);
+
+            public ValueTaskSourceStatus GetStatus(short token) => _core.GetStatus(token);
+
+            public void OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags)
+                => _core.OnCompleted(continuation, state, token, flags);
         }
     }
 
