@@ -419,7 +419,7 @@ internal sealed partial class HttpForwarder
             {
                 if (token.IsCancellationRequested)
                 {
-                    return (StreamCopyResult.Canceled, null);
+                    return (StreamCopyResult.Canceled, new OperationCanceledException(token));
                 }
 
                 ReadResult read;
@@ -439,8 +439,9 @@ internal sealed partial class HttpForwarder
 
                 if (read.IsCanceled && token.IsCancellationRequested)
                 {
+                    // As a read given the token would have thrown: the outcome and the log carry the cancellation.
                     input.AdvanceTo(read.Buffer.Start);
-                    return (StreamCopyResult.Canceled, null);
+                    return (StreamCopyResult.Canceled, new OperationCanceledException(token));
                 }
 
                 var buffer = read.Buffer;
