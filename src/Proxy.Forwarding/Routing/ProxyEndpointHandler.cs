@@ -94,7 +94,7 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         }
 
         destination.RequestStarted();
-        var counted = destinationMetrics.RequestStarted();
+        destinationMetrics.RequestStarted();
         try
         {
             // The cluster's own config when the route changes nothing (no copy per request).
@@ -127,10 +127,7 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         finally
         {
             destination.RequestEnded();
-            if (counted)
-            {
-                destinationMetrics.RequestEnded();
-            }
+            destinationMetrics.RequestEnded();
             gate.Release();
         }
     }

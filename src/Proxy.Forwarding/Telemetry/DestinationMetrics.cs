@@ -25,12 +25,7 @@ internal sealed class DestinationMetrics : IAdmissionObserver
         _queueDuration = queueDuration;
     }
 
-    /// <summary>Returns whether the request was counted, so its end takes back exactly that.</summary>
-    public bool RequestStarted()
-    {
-        Interlocked.Increment(ref _active);
-        return true;
-    }
+    public void RequestStarted() => Interlocked.Increment(ref _active);
 
     public void RequestEnded() => Interlocked.Decrement(ref _active);
 

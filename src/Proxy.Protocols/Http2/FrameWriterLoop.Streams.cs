@@ -48,6 +48,7 @@ internal sealed partial class FrameWriterLoop
                 return false;
             }
             stream.Send.HeadersSent = true;
+            stream.OnHeadersSent();
             if (endOnHeaders)
             {
                 reader.AdvanceTo(buffer.End);
@@ -192,6 +193,7 @@ internal sealed partial class FrameWriterLoop
             }
             WriteHeaderBlock(stream.StreamId, headers, endStream: false);
             stream.Send.HeadersSent = true;
+            stream.OnHeadersSent();
         }
         // A stream the loop never serviced (reset right after its first flush) has no send window yet: without this its
         // bytes met a window of 0 and were dropped.

@@ -26,6 +26,9 @@ internal interface IHttp2OutputSource
     /// <summary>The header block (pseudo-headers first), published before the first output signal.</summary>
     List<KeyValuePair<string, string>>? SubmittedHeaders { get; }
 
+    /// <summary>The loop sent <see cref="SubmittedHeaders"/> and will not read them again (it set HeadersSent).</summary>
+    void OnHeadersSent();
+
     /// <summary>Trailing fields, published before the output pipe completes; null for none.</summary>
     List<KeyValuePair<string, string>>? SubmittedTrailers { get; }
 

@@ -103,6 +103,9 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     private volatile List<KeyValuePair<string, string>>? _submittedTrailers;
     private volatile bool _abortRequested;
     public List<KeyValuePair<string, string>>? SubmittedHeaders => _submittedHeaders;
+
+    // The list is kept: a pooled stream fills it again for its next response.
+    void IHttp2OutputSource.OnHeadersSent() { }
     public List<KeyValuePair<string, string>>? SubmittedTrailers => _submittedTrailers;
     public bool AbortRequested => _abortRequested;
     /// <summary>The read loop closed the stream (peer reset, stream error, connection closing): nothing more goes out.</summary>

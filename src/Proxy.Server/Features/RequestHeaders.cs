@@ -191,34 +191,28 @@ internal sealed class RequestHeaders : IHeaderDictionary
     {
         for (var i = 1; i < fields.Count; i++)
         {
-            var name = fields[i].Key;
-            for (var j = 0; j < i; j++)
+            if (HasEarlier(fields, i))
             {
-                if (string.Equals(fields[j].Key, name, StringComparison.OrdinalIgnoreCase))
-                {
-                    return true;
-                }
+                return true;
             }
         }
         return false;
     }
 
     /// <summary>No earlier field has the name of field <paramref name="index"/>.</summary>
-    private bool IsFirst(int index)
+    private bool IsFirst(int index) => !Repeats || !HasEarlier(_fields, index);
+
+    private static bool HasEarlier(IReadOnlyList<KeyValuePair<string, string>> fields, int index)
     {
-        if (!Repeats)
-        {
-            return true;
-        }
-        var name = _fields[index].Key;
+        var name = fields[index].Key;
         for (var j = 0; j < index; j++)
         {
-            if (string.Equals(_fields[j].Key, name, StringComparison.OrdinalIgnoreCase))
+            if (string.Equals(fields[j].Key, name, StringComparison.OrdinalIgnoreCase))
             {
-                return false;
+                return true;
             }
         }
-        return true;
+        return false;
     }
 
     /// <summary>The value of the field at <paramref name="first"/> joined with every later field of the same name.</summary>
@@ -231,17 +225,21 @@ internal sealed class RequestHeaders : IHeaderDictionary
         }
         var name = fields[first].Key;
         StringValues value = fields[first].Value;
-        var cookie = string.Equals(name, HeaderNames.Cookie, StringComparison.OrdinalIgnoreCase);
         for (var i = first + 1; i < fields.Count; i++)
         {
             if (string.Equals(fields[i].Key, name, StringComparison.OrdinalIgnoreCase))
             {
-                // RFC 9113 §8.2.3: split cookie crumbs are joined with "; " into one field.
-                value = cookie ? new StringValues(value + "; " + fields[i].Value) : StringValues.Concat(value, fields[i].Value);
+                value = Append(name, value, fields[i].Value);
             }
         }
         return value;
     }
+
+    /// <summary>A repeated field added to the value so far: cookie crumbs joined with "; " into one (RFC 9113 §8.2.3), others as one more value.</summary>
+    private static StringValues Append(string name, StringValues existing, string value)
+        => string.Equals(name, HeaderNames.Cookie, StringComparison.OrdinalIgnoreCase)
+            ? new StringValues(existing + "; " + value)
+            : StringValues.Concat(existing, value);
 
     /// <summary>The dictionary that serves once the headers change (filled from the fields on the first change).</summary>
     private HeaderDictionary Changed()
@@ -254,17 +252,7 @@ internal sealed class RequestHeaders : IHeaderDictionary
         copy.Clear();
         foreach (var (name, value) in _fields)
         {
-            if (copy.TryGetValue(name, out var existing))
-            {
-                // RFC 9113 §8.2.3: split cookie crumbs are joined with "; " into one field.
-                copy[name] = string.Equals(name, HeaderNames.Cookie, StringComparison.OrdinalIgnoreCase)
-                    ? new StringValues(existing + "; " + value)
-                    : StringValues.Concat(existing, value);
-            }
-            else
-            {
-                copy[name] = value;
-            }
+            copy[name] = copy.TryGetValue(name, out var existing) ? Append(name, existing, value) : value;
         }
         if (_authority.Length > 0 && !copy.ContainsKey(HeaderNames.Host))
         {

@@ -20,6 +20,7 @@ internal sealed class FakeOutputSource : IHttp2OutputSource
     public Http2SendState Send { get; } = new();
     public PipeReader OutputReader => throw new NotSupportedException();
     public List<KeyValuePair<string, string>>? SubmittedHeaders => null;
+    public void OnHeadersSent() { }
     public List<KeyValuePair<string, string>>? SubmittedTrailers => null;
     public bool AbortRequested => false;
     public bool OutputReleased => false;

@@ -24,8 +24,8 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
     private readonly RequestBodyWriter? _requestWriter;
     private readonly ResponseBodyReader _responseReader;
     private readonly TaskCompletionSource _head = new(TaskCreationOptions.RunContinuationsAsynchronously);
-    // Read by the writer loop until it sent HEADERS; dropped by the read loop once the response head arrived (the request's
-    // HEADERS went out before that), so a long-lived stream does not keep its request's field list.
+    // Built here, then the writer loop's: read until it sent HEADERS, then dropped by it (OnHeadersSent), so a long-lived
+    // stream does not keep its request's field list.
     private List<KeyValuePair<string, string>>? _headers;
 
     public Http2ClientStream(Http2ClientConnection connection, BackendRequest request, int initialReceiveWindow)
@@ -130,6 +130,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
     public Http2SendState Send { get; } = new();
     PipeReader IHttp2OutputSource.OutputReader => _requestPipe?.Reader ?? NoRequestBody.Reader; // none: HEADERS carries END_STREAM
     public List<KeyValuePair<string, string>>? SubmittedHeaders => _headers;
+    void IHttp2OutputSource.OnHeadersSent() => _headers = null;
     public List<KeyValuePair<string, string>>? SubmittedTrailers => null;
     Http2Stream.FileOutput? IHttp2OutputSource.PendingFile => null;
     void IHttp2OutputSource.ClearFile(Http2Stream.FileOutput file) { }
@@ -228,7 +229,6 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
     internal void OnResponseHead(int status, List<KeyValuePair<string, string>> fields, bool endStream)
     {
         HeadReceived = true;
-        _headers = null;
         StatusCode = status;
         ResponseHeaders.AddRange(fields);
         if (endStream)
