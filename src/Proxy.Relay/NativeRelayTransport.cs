@@ -16,5 +16,12 @@ internal sealed class NativeRelayTransport(IServiceProvider services, ILoggerFac
     public bool IsDefault => services.GetService<IServer>() is Proxy.Server.ProxyServer;
 
     public IForwarderClusterTransport CreateCluster(ClusterConfig cluster) =>
-        new NativeClusterTransport(cluster, _logger, time, services.GetService<IBackendConnectionMetrics>());
+        new NativeClusterTransport(cluster, _logger, time, services.GetService<IBackendConnectionMetrics>(), BackendSocketEngine());
+
+    // The backend sockets use the engine the server's own sockets use (ProxyServer:Sockets:Engine).
+    private Proxy.Transport.Sockets.SocketEngine BackendSocketEngine() =>
+        services.GetService<IServer>() is Proxy.Server.ProxyServer
+            && services.GetService<Microsoft.Extensions.Options.IOptions<Proxy.Server.ProxyServerOptions>>() is { } options
+            ? options.Value.Sockets.Engine
+            : Proxy.Transport.Sockets.SocketEngine.Runtime;
 }

@@ -7,29 +7,38 @@ using Proxy.Transport.Sockets;
 
 namespace Proxy.Transport.Tests;
 
+/// <summary>The sockets transport on each engine this platform has: the runtime's, and ours (epoll) on Linux.</summary>
 public class SocketTransportTests
 {
-    [Fact]
-    public async Task Bind_PortZero_ReportsRealPort()
+    public static TheoryData<SocketEngine> Engines() =>
+        OperatingSystem.IsLinux() ? new TheoryData<SocketEngine> { SocketEngine.Runtime, SocketEngine.Epoll } : new TheoryData<SocketEngine> { SocketEngine.Runtime };
+
+    private static SocketTransportOptions On(SocketEngine engine) => new() { Engine = engine };
+
+    [Theory]
+    [MemberData(nameof(Engines))]
+    public async Task Bind_PortZero_ReportsRealPort(SocketEngine engine)
     {
-        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), On(engine));
         var port = ((IPEndPoint)listener.EndPoint).Port;
         Assert.NotEqual(0, port);
         using var client = await Net.ConnectAsync(listener.EndPoint);
         Assert.True(client.Connected);
     }
 
-    [Fact]
-    public async Task Bind_PortInUse_ThrowsAddressInUse()
+    [Theory]
+    [MemberData(nameof(Engines))]
+    public async Task Bind_PortInUse_ThrowsAddressInUse(SocketEngine engine)
     {
-        await using var first = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        Assert.Throws<AddressInUseException>(() => SocketConnectionListener.Bind((IPEndPoint)first.EndPoint));
+        await using var first = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), On(engine));
+        Assert.Throws<AddressInUseException>(() => SocketConnectionListener.Bind((IPEndPoint)first.EndPoint, On(engine)));
     }
 
-    [Fact]
-    public async Task Accept_Echo_BytesRoundTripAndNoDelaySet()
+    [Theory]
+    [MemberData(nameof(Engines))]
+    public async Task Accept_Echo_BytesRoundTripAndNoDelaySet(SocketEngine engine)
     {
-        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), On(engine));
         using var client = await Net.ConnectAsync(listener.EndPoint);
         var connection = (await listener.AcceptAsync())!;
         Assert.NotNull(connection.RemoteEndPoint);
@@ -46,10 +55,11 @@ public class SocketTransportTests
         await connection.DisposeAsync();
     }
 
-    [Fact]
-    public async Task PeerClosesSend_InputCompletes()
+    [Theory]
+    [MemberData(nameof(Engines))]
+    public async Task PeerClosesSend_InputCompletes(SocketEngine engine)
     {
-        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), On(engine));
         using var client = await Net.ConnectAsync(listener.EndPoint);
         var connection = (await listener.AcceptAsync())!;
         client.Shutdown(SocketShutdown.Send);
@@ -60,10 +70,11 @@ public class SocketTransportTests
         await connection.DisposeAsync();
     }
 
-    [Fact]
-    public async Task OutputCompleted_PeerSeesEndOfStreamAfterData()
+    [Theory]
+    [MemberData(nameof(Engines))]
+    public async Task OutputCompleted_PeerSeesEndOfStreamAfterData(SocketEngine engine)
     {
-        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), On(engine));
         using var client = await Net.ConnectAsync(listener.EndPoint);
         var connection = (await listener.AcceptAsync())!;
         var payload = new byte[300_000];
@@ -78,10 +89,11 @@ public class SocketTransportTests
         await connection.DisposeAsync();
     }
 
-    [Fact]
-    public async Task Abort_FailsPendingReadAndClosesPeer()
+    [Theory]
+    [MemberData(nameof(Engines))]
+    public async Task Abort_FailsPendingReadAndClosesPeer(SocketEngine engine)
     {
-        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), On(engine));
         using var client = await Net.ConnectAsync(listener.EndPoint);
         var connection = (await listener.AcceptAsync())!;
         var closed = new TaskCompletionSource();
@@ -106,13 +118,122 @@ public class SocketTransportTests
         await connection.DisposeAsync();
     }
 
-    [Fact]
-    public async Task Unbind_PendingAcceptReturnsNull()
+    [Theory]
+    [MemberData(nameof(Engines))]
+    public async Task Unbind_PendingAcceptReturnsNull(SocketEngine engine)
     {
-        var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), On(engine));
         var accept = listener.AcceptAsync().AsTask();
         await listener.UnbindAsync();
         Assert.Null(await accept.WaitAsync(Net.Patience));
         await listener.DisposeAsync();
+    }
+
+    [Theory]
+    [MemberData(nameof(Engines))]
+    public async Task BothDirectionsAtOnce_MoreThanTheKernelBuffers_ArriveIntact(SocketEngine engine)
+    {
+        // 32 MB each way: more than the kernel's socket buffers and the pipes together, so sends find the socket full
+        // (EAGAIN, short sends) and wait for it to drain, while receives run on the same connection.
+        const int Size = 32 * 1024 * 1024;
+        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), On(engine));
+        using var client = await Net.ConnectAsync(listener.EndPoint);
+        var connection = (await listener.AcceptAsync())!;
+        var down = new byte[Size];
+        var up = new byte[Size];
+        Random.Shared.NextBytes(down);
+        Random.Shared.NextBytes(up);
+
+        var serverWrites = Task.Run(async () =>
+        {
+            // Uneven writes, so the output pipe holds several segments per send (gather).
+            for (var offset = 0; offset < Size;)
+            {
+                var length = Math.Min(Size - offset, 3000 + (offset % 70_000));
+                await connection.Transport.Output.WriteAsync(down.AsMemory(offset, length));
+                offset += length;
+            }
+        });
+        var serverReads = Task.Run(async () =>
+        {
+            var received = new MemoryStream(Size);
+            while (true)
+            {
+                var result = await connection.Transport.Input.ReadAsync();
+                foreach (var segment in result.Buffer)
+                {
+                    received.Write(segment.Span);
+                }
+                connection.Transport.Input.AdvanceTo(result.Buffer.End);
+                if (received.Length >= Size || result.IsCompleted)
+                {
+                    return received.ToArray();
+                }
+            }
+        });
+        using var stream = new NetworkStream(client);
+        var clientWrites = stream.WriteAsync(up).AsTask();
+        var clientReads = Net.ReadExactlyAsync(stream, Size);
+
+        await Task.WhenAll(serverWrites, clientWrites).WaitAsync(Net.Patience);
+        Assert.Equal(down, await clientReads.WaitAsync(Net.Patience));
+        Assert.Equal(up, await serverReads.WaitAsync(Net.Patience));
+        await connection.DisposeAsync();
+    }
+
+    [Theory]
+    [MemberData(nameof(Engines))]
+    public async Task ManyConnections_InTwoWaves_EachEchoesItsOwnBytes(SocketEngine engine)
+    {
+        // 200 at once (the epoll engine's table starts at 64 and grows), then 200 more in the slots the first freed.
+        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), On(engine));
+        for (var wave = 0; wave < 2; wave++)
+        {
+            var clients = new List<Socket>();
+            var connections = new List<ConnectionContext>();
+            for (var i = 0; i < 200; i++)
+            {
+                clients.Add(await Net.ConnectAsync(listener.EndPoint));
+                connections.Add((await listener.AcceptAsync())!);
+            }
+            var echoes = connections.Select(c => Task.Run(async () =>
+            {
+                var result = await c.Transport.Input.ReadAtLeastAsync(8);
+                var bytes = result.Buffer.Slice(0, 8).ToArray();
+                c.Transport.Input.AdvanceTo(result.Buffer.GetPosition(8));
+                await c.Transport.Output.WriteAsync(bytes);
+            })).ToList();
+            var checks = clients.Select((client, i) => Task.Run(async () =>
+            {
+                var message = BitConverter.GetBytes((long)(wave * 1000 + i));
+                await client.SendAsync(message);
+                using var stream = new NetworkStream(client, ownsSocket: false);
+                Assert.Equal(message, await Net.ReadExactlyAsync(stream, 8));
+            })).ToList();
+            await Task.WhenAll(echoes.Concat(checks)).WaitAsync(Net.Patience);
+            foreach (var c in connections)
+            {
+                await c.DisposeAsync();
+            }
+            foreach (var client in clients)
+            {
+                client.Dispose();
+            }
+        }
+    }
+
+    [Theory]
+    [MemberData(nameof(Engines))]
+    public async Task PeerResets_PendingReadFailsWithConnectionReset(SocketEngine engine)
+    {
+        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), On(engine));
+        var client = await Net.ConnectAsync(listener.EndPoint);
+        var connection = (await listener.AcceptAsync())!;
+        var pending = connection.Transport.Input.ReadAsync().AsTask();
+        client.LingerState = new LingerOption(true, 0); // close sends RST
+        client.Dispose();
+
+        await Assert.ThrowsAsync<ConnectionResetException>(() => pending.WaitAsync(Net.Patience));
+        await connection.DisposeAsync();
     }
 }

@@ -3,6 +3,7 @@ using System.Net.Security;
 using System.Net.Sockets;
 using Microsoft.AspNetCore.Connections;
 using Proxy.Transport.Sockets;
+using Proxy.Transport.Sockets.Epoll;
 using Proxy.Transport.Tls;
 
 namespace Proxy.Transport.Client;
@@ -90,24 +91,25 @@ public static class BackendConnector
         {
             timeout.CancelAfter(connectTimeout);
         }
-        var socket = new Socket(SocketType.Stream, ProtocolType.Tcp) { NoDelay = true };
+        socketOptions ??= new SocketTransportOptions();
+        Socket socket;
+        EpollSocket? epoll = null;
         try
         {
-            try
+            if (SocketConnectionListener.EngineFor(socketOptions) is { } engine)
             {
-                await socket.ConnectAsync(host, port, timeout.Token).ConfigureAwait(false);
+                (socket, epoll) = await ConnectEpollAsync(host, port, engine, timeout.Token).ConfigureAwait(false);
             }
-            catch (OperationCanceledException) when (!cancellationToken.IsCancellationRequested)
+            else
             {
-                throw new TimeoutException($"Connecting to {host}:{port} took longer than {connectTimeout.TotalMilliseconds:0} ms.");
+                socket = await ConnectRuntimeAsync(host, port, timeout.Token).ConfigureAwait(false);
             }
         }
-        catch
+        catch (OperationCanceledException) when (!cancellationToken.IsCancellationRequested)
         {
-            socket.Dispose();
-            throw;
+            throw new TimeoutException($"Connecting to {host}:{port} took longer than {connectTimeout.TotalMilliseconds:0} ms.");
         }
-        var connection = new SocketConnection(socket, socketOptions ?? new SocketTransportOptions());
+        var connection = new SocketConnection(socket, socketOptions, epoll: epoll);
         connection.Start();
         if (tls is null)
         {
@@ -142,5 +144,42 @@ public static class BackendConnector
         }
         OpenSslIdleBuffers.TryApply(ssl); // as on the server side; false (nothing done) off Linux or when the runtime's shape differs
         return new BackendTransport(connection, new TlsDuplexPipe(ssl, new TlsServerOptions()), ssl);
+    }
+
+    private static async ValueTask<Socket> ConnectRuntimeAsync(string host, int port, CancellationToken cancellationToken)
+    {
+        var socket = new Socket(SocketType.Stream, ProtocolType.Tcp) { NoDelay = true };
+        try
+        {
+            await socket.ConnectAsync(host, port, cancellationToken).ConfigureAwait(false);
+            return socket;
+        }
+        catch
+        {
+            socket.Dispose();
+            throw;
+        }
+    }
+
+    // As Socket.ConnectAsync(host, port): each address of the name in turn, the last failure thrown.
+    private static async ValueTask<(Socket, EpollSocket)> ConnectEpollAsync(string host, int port, EpollEngine engine,
+        CancellationToken cancellationToken)
+    {
+        var addresses = IPAddress.TryParse(host, out var literal)
+            ? [literal]
+            : await Dns.GetHostAddressesAsync(host, cancellationToken).ConfigureAwait(false);
+        SocketException? last = null;
+        foreach (var address in addresses)
+        {
+            try
+            {
+                return await EpollSocket.ConnectAsync(new IPEndPoint(address, port), engine, cancellationToken).ConfigureAwait(false);
+            }
+            catch (SocketException e)
+            {
+                last = e;
+            }
+        }
+        throw last ?? new SocketException((int)SocketError.HostNotFound);
     }
 }

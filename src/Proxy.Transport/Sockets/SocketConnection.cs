@@ -2,6 +2,7 @@ using System.Net.Sockets;
 using System.Runtime.InteropServices;
 using Microsoft.AspNetCore.Connections.Features;
 using Microsoft.AspNetCore.Http.Features;
+using Proxy.Transport.Sockets.Epoll;
 
 namespace Proxy.Transport.Sockets;
 
@@ -25,11 +26,15 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
     private volatile ConnectionAbortedException? _abortReason;
     private int _closedSignaled;
     private readonly ISocketIoMetrics? _io;
+    // The socket's I/O through our epoll engine, or null for the runtime's Socket methods.
+    private readonly EpollSocket? _epoll;
 
-    public SocketConnection(Socket socket, SocketTransportOptions options, ISocketIoMetrics? io = null)
+    /// <param name="epoll">The socket attached to an epoll engine (<see cref="SocketEngine.Epoll"/>), or null.</param>
+    public SocketConnection(Socket socket, SocketTransportOptions options, ISocketIoMetrics? io = null, EpollSocket? epoll = null)
     {
         _socket = socket;
         _io = io;
+        _epoll = epoll;
         _minReceive = options.MinReceiveBufferSize;
         _waitForData = options.WaitForDataBeforeAllocatingBuffer;
         var readerScheduler = options.InlineScheduling ? PipeScheduler.Inline : PipeScheduler.ThreadPool;
@@ -96,6 +101,32 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
         {
             while (true)
             {
+                if (_epoll is { } epoll)
+                {
+                    // Waits for an event only when the last receive emptied the socket; no buffer is held meanwhile.
+                    if (epoll.ReadDrained)
+                    {
+                        await epoll.WaitReadableAsync().ConfigureAwait(false);
+                    }
+                    var buffer = writer.GetMemory(_minReceive);
+                    var count = epoll.Receive(buffer.Span);
+                    if (count < 0)
+                    {
+                        continue; // Nothing after all (an event for bytes an earlier receive took).
+                    }
+                    if (count == 0)
+                    {
+                        break; // FIN from the peer.
+                    }
+                    writer.Advance(count);
+                    _io?.Received(count);
+                    var flushed = await writer.FlushAsync().ConfigureAwait(false);
+                    if (flushed.IsCompleted || flushed.IsCanceled)
+                    {
+                        break;
+                    }
+                    continue;
+                }
                 if (_waitForData)
                 {
                     // Completes when data (or FIN) is there; the buffer is taken only then.
@@ -147,7 +178,11 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
                 var buffer = result.Buffer;
                 if (!buffer.IsEmpty)
                 {
-                    if (buffer.IsSingleSegment)
+                    if (_epoll is { } epoll)
+                    {
+                        await SendEpollAsync(epoll, buffer).ConfigureAwait(false);
+                    }
+                    else if (buffer.IsSingleSegment)
                     {
                         await SendAllAsync(buffer.First).ConfigureAwait(false);
                     }
@@ -175,6 +210,26 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
             // The protocol is done writing (or the socket broke): close, which also ends a
             // receive loop still waiting for bytes nobody will read.
             CloseSocket();
+        }
+    }
+
+    private async ValueTask SendEpollAsync(EpollSocket epoll, ReadOnlySequence<byte> data)
+    {
+        while (true)
+        {
+            var sent = epoll.Send(data);
+            if (sent > 0)
+            {
+                _io?.Sent(sent);
+                data = data.Slice(sent);
+                if (data.IsEmpty)
+                {
+                    return;
+                }
+            }
+            // NOTE: wait only now: Send returns less than it was given only when the socket is full (EAGAIN, or a short
+            // send), and an edge-triggered writable event comes only after the kernel found it full.
+            await epoll.WaitWritableAsync().ConfigureAwait(false);
         }
     }
 
@@ -228,6 +283,8 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
             // Already closed.
         }
         _socket.Dispose();
+        // Wakes a loop waiting for an event that will not come now (the closed descriptor left epoll).
+        _epoll?.Close();
     }
 
     private void SignalClosed()

@@ -1,4 +1,5 @@
 using System.Net.Sockets;
+using Proxy.Transport.Sockets.Epoll;
 
 namespace Proxy.Transport.Sockets;
 
@@ -9,12 +10,14 @@ public sealed class SocketConnectionListener : IConnectionListener
     private readonly Socket _listenSocket;
     private readonly SocketTransportOptions _options;
     private readonly ISocketIoMetrics? _io;
+    private readonly EpollEngine? _epoll;
 
-    private SocketConnectionListener(Socket listenSocket, SocketTransportOptions options, ISocketIoMetrics? io)
+    private SocketConnectionListener(Socket listenSocket, SocketTransportOptions options, ISocketIoMetrics? io, EpollEngine? epoll)
     {
         _listenSocket = listenSocket;
         _options = options;
         _io = io;
+        _epoll = epoll;
         EndPoint = listenSocket.LocalEndPoint!;
     }
 
@@ -26,6 +29,7 @@ public sealed class SocketConnectionListener : IConnectionListener
     public static SocketConnectionListener Bind(IPEndPoint endPoint, SocketTransportOptions? options = null, ISocketIoMetrics? io = null)
     {
         options ??= new SocketTransportOptions();
+        var epoll = EngineFor(options);
         var socket = new Socket(endPoint.AddressFamily, SocketType.Stream, ProtocolType.Tcp);
         try
         {
@@ -46,8 +50,17 @@ public sealed class SocketConnectionListener : IConnectionListener
             socket.Dispose();
             throw;
         }
-        return new SocketConnectionListener(socket, options, io);
+        return new SocketConnectionListener(socket, options, io, epoll);
     }
+
+    /// <summary>The epoll engine <paramref name="options"/> ask for, or null for the runtime's.</summary>
+    /// <exception cref="PlatformNotSupportedException">Epoll was asked for off Linux.</exception>
+    internal static EpollEngine? EngineFor(SocketTransportOptions options) => options.Engine switch
+    {
+        SocketEngine.Epoll => EpollEngine.Shared ?? throw new PlatformNotSupportedException(
+            $"Sockets:Engine is {SocketEngine.Epoll}, which needs Linux; use {SocketEngine.Runtime} on {System.Runtime.InteropServices.RuntimeInformation.OSDescription}."),
+        _ => null,
+    };
 
     /// <summary>Waits for the next connection; null once the listener is unbound.</summary>
     public async ValueTask<ConnectionContext?> AcceptAsync(CancellationToken cancellationToken = default)
@@ -73,7 +86,20 @@ public sealed class SocketConnectionListener : IConnectionListener
             }
 
             accepted.NoDelay = _options.NoDelay;
-            var connection = new SocketConnection(accepted, _options, _io);
+            EpollSocket? epoll = null;
+            if (_epoll is not null)
+            {
+                try
+                {
+                    epoll = EpollSocket.Attach(accepted, _epoll);
+                }
+                catch (SocketException)
+                {
+                    accepted.Dispose();
+                    continue;
+                }
+            }
+            var connection = new SocketConnection(accepted, _options, _io, epoll);
             connection.Start();
             return connection;
         }

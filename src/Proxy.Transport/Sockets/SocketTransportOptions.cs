@@ -2,6 +2,22 @@ using Proxy.Transport.Buffers;
 
 namespace Proxy.Transport.Sockets;
 
+/// <summary>The engine under a socket connection's receive and send loops.</summary>
+public enum SocketEngine
+{
+    /// <summary>.NET's <see cref="System.Net.Sockets.Socket"/> methods: every receive is tried at once and waits for epoll only when it finds nothing.</summary>
+    Runtime,
+
+    /// <summary>
+    /// Our own epoll engine (Linux only; elsewhere binding a listener or connecting throws
+    /// <see cref="PlatformNotSupportedException"/> naming this option): one thread per core, each socket added once,
+    /// edge-triggered. A receive that emptied the socket waits for the next event instead of asking again, which saves
+    /// a recv per message, and a loop resumes on the epoll thread (as the runtime's engine does with
+    /// DOTNET_SYSTEM_NET_SOCKETS_INLINE_COMPLETIONS=1): code that blocks there stalls the other sockets of that thread.
+    /// </summary>
+    Epoll,
+}
+
 /// <summary>Options of the sockets transport.</summary>
 public sealed class SocketTransportOptions
 {
@@ -49,6 +65,12 @@ public sealed class SocketTransportOptions
     /// whose request handling blocks its thread before its first await (it would hold that connection's receive loop).
     /// </summary>
     public bool InlineScheduling { get; set; } = true;
+
+    /// <summary>
+    /// Which engine moves the sockets' bytes: <see cref="SocketEngine.Runtime"/> (.NET's Socket methods, the default)
+    /// or <see cref="SocketEngine.Epoll"/> (ours, Linux only; see <see cref="SocketEngine"/>).
+    /// </summary>
+    public SocketEngine Engine { get; set; } = SocketEngine.Runtime;
 
     // TODO(listener buckets): SO_REUSEPORT buckets (several listen sockets on one endpoint, one
     // accept loop each) plug in at SocketConnectionListener.Bind; not implemented yet.

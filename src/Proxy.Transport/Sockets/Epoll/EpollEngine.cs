@@ -1,0 +1,145 @@
+using System.Net.Sockets;
+using System.Runtime.InteropServices;
+
+namespace Proxy.Transport.Sockets.Epoll;
+
+// Thread-safe: any thread registers and unregisters; each epoll thread owns its epoll instance and only reads the
+// registration table (an array replaced whole when it grows).
+/// <summary>
+/// A readiness-based socket engine: a few threads, each waiting on its own epoll instance, to which sockets are added
+/// once, edge-triggered, for reading and writing. An event only marks a socket readable or writable and, when its
+/// receive or send loop is waiting for that, resumes the loop on the epoll thread. A loop reads or writes on its own
+/// thread and waits for an event only once a call found nothing to do (a short read, EAGAIN, a short send), so a
+/// socket is read once per arrival instead of once more to learn that nothing is left (the runtime's engine tries
+/// every receive before it waits, which costs an extra recv per message).
+/// </summary>
+internal sealed unsafe class EpollEngine
+{
+    private const int MaxEvents = 256;
+
+    private static readonly Lazy<EpollEngine?> s_shared = new(() => IsSupported ? new EpollEngine(Environment.ProcessorCount) : null);
+
+    private readonly int[] _epollFds;
+    private readonly Lock _lock = new();
+    private EpollSocket?[] _slots = new EpollSocket?[64];
+    private int[] _freeSlots = new int[64];
+    private int _freeCount;
+    private int _slotsUsed;
+    private uint _generation;
+    private int _next;
+
+    /// <summary>True on Linux.</summary>
+    public static bool IsSupported => OperatingSystem.IsLinux();
+
+    /// <summary>The process's engine (one thread per core), or null where epoll is not there.</summary>
+    public static EpollEngine? Shared => s_shared.Value;
+
+    public EpollEngine(int threadCount)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(threadCount, 1);
+        _epollFds = new int[threadCount];
+        for (var i = 0; i < threadCount; i++)
+        {
+            var fd = EpollInterop.EpollCreate1(EpollInterop.EpollCloexec);
+            if (fd < 0)
+            {
+                throw new SocketException((int)EpollInterop.ToSocketError(Marshal.GetLastPInvokeError()));
+            }
+            _epollFds[i] = fd;
+            var thread = new Thread(Run) { IsBackground = true, Name = $"Proxy epoll {i}" };
+            thread.UnsafeStart(fd);
+        }
+    }
+
+    /// <summary>Number of epoll threads.</summary>
+    public int ThreadCount => _epollFds.Length;
+
+    /// <summary>Adds a non-blocking socket to one of the epoll instances (in turn); returns its token.</summary>
+    internal long Register(EpollSocket socket, SafeSocketHandle handle)
+    {
+        long token;
+        lock (_lock)
+        {
+            int slot;
+            if (_freeCount > 0)
+            {
+                slot = _freeSlots[--_freeCount];
+            }
+            else
+            {
+                if (_slotsUsed == _slots.Length)
+                {
+                    var grown = new EpollSocket?[_slots.Length * 2];
+                    Array.Copy(_slots, grown, _slots.Length);
+                    Volatile.Write(ref _slots, grown);
+                    Array.Resize(ref _freeSlots, grown.Length);
+                }
+                slot = _slotsUsed++;
+            }
+            // NOTE: the generation tells a reused slot's new socket from an event still in flight for the old one.
+            token = ((long)++_generation << 32) | (uint)slot;
+            socket.Token = token;
+            _slots[slot] = socket;
+        }
+        var ev = stackalloc byte[16];
+        *(uint*)ev = EpollInterop.EpollIn | EpollInterop.EpollOut | EpollInterop.EpollRdHup | EpollInterop.EpollEt;
+        *(long*)(ev + EpollInterop.EventDataOffset) = token;
+        var epfd = _epollFds[(int)((uint)Interlocked.Increment(ref _next) % (uint)_epollFds.Length)];
+        if (EpollInterop.EpollCtl(epfd, EpollInterop.CtlAdd, handle, ev) != 0)
+        {
+            var error = Marshal.GetLastPInvokeError();
+            Unregister(token);
+            throw new SocketException((int)EpollInterop.ToSocketError(error));
+        }
+        return token;
+    }
+
+    /// <summary>Frees the socket's slot (its descriptor is closed, which removed it from epoll).</summary>
+    internal void Unregister(long token)
+    {
+        var slot = (int)(uint)token;
+        lock (_lock)
+        {
+            if (_slots[slot] is { } s && s.Token == token)
+            {
+                _slots[slot] = null;
+                _freeSlots[_freeCount++] = slot;
+            }
+        }
+    }
+
+    private void Run(object? state)
+    {
+        var epfd = (int)state!;
+        var size = EpollInterop.EventSize;
+        var offset = EpollInterop.EventDataOffset;
+        var events = (byte*)NativeMemory.Alloc((nuint)(MaxEvents * size));
+        while (true)
+        {
+            var count = EpollInterop.EpollWait(epfd, events, MaxEvents, -1);
+            if (count < 0)
+            {
+                var error = Marshal.GetLastPInvokeError();
+                if (error == EpollInterop.EINTR)
+                {
+                    continue;
+                }
+                throw new SocketException((int)EpollInterop.ToSocketError(error));
+            }
+            for (var i = 0; i < count; i++)
+            {
+                // NOTE: read per event: a socket registered while this batch runs may be in a table grown since.
+                var slots = Volatile.Read(ref _slots);
+                var ev = events + (i * size);
+                var token = *(long*)(ev + offset);
+                var slot = (int)(uint)token;
+                if ((uint)slot < (uint)slots.Length && slots[slot] is { } socket && socket.Token == token)
+                {
+                    // NOTE: runs the waiting loop's continuation here, on the epoll thread (as the runtime's engine
+                    // does with DOTNET_SYSTEM_NET_SOCKETS_INLINE_COMPLETIONS=1).
+                    socket.OnEvents(*(uint*)ev);
+                }
+            }
+        }
+    }
+}
