@@ -28,4 +28,7 @@ internal static partial class HostLog
 
     [LoggerMessage(9, LogLevel.Information, "Socket completions run {Mode} (" + SocketEngineDefaults.InlineCompletionsVariable + ")")]
     public static partial void SocketCompletions(ILogger logger, string mode);
+
+    [LoggerMessage(10, LogLevel.Information, "Socket engine: {Engine} (ProxyServer:Sockets:Engine){Detail}")]
+    public static partial void SocketEngine(ILogger logger, Proxy.Transport.Sockets.SocketEngine engine, string detail);
 }

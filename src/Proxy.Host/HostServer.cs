@@ -45,6 +45,13 @@ internal static class HostServer
     {
         if (server == ProxyHostServer.Proxy)
         {
+            // Our epoll engine by default on Linux, the front and backend sockets alike (measured in
+            // benchmarks/README.md, session 13). Registered before UseProxyServer binds the section, so
+            // ProxyServer:Sockets:Engine=Runtime in any configuration source still wins.
+            if (OperatingSystem.IsLinux())
+            {
+                builder.Services.Configure<ProxyServerOptions>(o => o.Sockets.Engine = Proxy.Transport.Sockets.SocketEngine.Epoll);
+            }
             builder.WebHost.UseProxyServer();
             return;
         }

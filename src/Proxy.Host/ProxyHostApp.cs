@@ -272,6 +272,13 @@ public sealed class ProxyHostApp : IAsyncDisposable
         var addresses = Addresses;
         HostLog.Listening(logger, string.Join(", ", addresses), Server, ConfigFile);
         HostLog.SocketCompletions(logger, SocketEngineDefaults.CompletionMode());
+        if (App.Services.GetService<IServer>() is Proxy.Server.ProxyServer)
+        {
+            var engine = App.Services.GetRequiredService<IOptions<Proxy.Server.ProxyServerOptions>>().Value.Sockets.Engine;
+            HostLog.SocketEngine(logger, engine, engine == Proxy.Transport.Sockets.SocketEngine.Epoll
+                ? $": ours, {Environment.ProcessorCount} threads, the proxy's and its backends' sockets; completions run inline on them"
+                : ": the runtime's");
+        }
         if (Admin is not null)
         {
             HostLog.AdminListening(logger, Admin.Address);

@@ -70,11 +70,15 @@ public static class ProxyTestHost
 #if PROXY_SERVER
     private static void UseServerOnTls(WebApplicationBuilder builder, X509Certificate2 certificate)
     {
-        builder.WebHost.UseProxyServer(o => o.Listen(IPAddress.Loopback, 0, l => l.UseHttps(certificate, tls =>
+        builder.WebHost.UseProxyServer(o =>
         {
-            tls.ClientCertificateMode = Proxy.Transport.Tls.ClientCertificateMode.AllowCertificate;
-            tls.ClientCertificateValidation = (_, _, _) => true;
-        })));
+            UseHostEngine(o);
+            o.Listen(IPAddress.Loopback, 0, l => l.UseHttps(certificate, tls =>
+            {
+                tls.ClientCertificateMode = Proxy.Transport.Tls.ClientCertificateMode.AllowCertificate;
+                tls.ClientCertificateValidation = (_, _, _) => true;
+            }));
+        });
 #if NATIVE_RELAY
         Proxy.Relay.NativeRelayExtensions.AddNativeRelay(builder.Services);
 #endif
@@ -84,12 +88,25 @@ public static class ProxyTestHost
     {
         builder.WebHost.UseProxyServer(o =>
         {
+            UseHostEngine(o);
             o.MaxRequestBodySize = null;
             o.Listen(IPAddress.Loopback, 0, l => l.Protocols = protocol == TestProtocol.Http2 ? Proxy.Server.HttpProtocols.Http2 : Proxy.Server.HttpProtocols.Http1);
         });
 #if NATIVE_RELAY
         // On Proxy.Server the native relay is every cluster's default transport.
         Proxy.Relay.NativeRelayExtensions.AddNativeRelay(builder.Services);
+#endif
+    }
+
+    // The relay suite runs on the standalone proxy's socket engine (ours, epoll, on Linux: front and backend sockets);
+    // the suite on Proxy.Server with HttpClient keeps the runtime's, so both engines carry a whole suite.
+    private static void UseHostEngine(Proxy.Server.ProxyServerOptions options)
+    {
+#if NATIVE_RELAY
+        if (OperatingSystem.IsLinux())
+        {
+            options.Sockets.Engine = Proxy.Transport.Sockets.SocketEngine.Epoll;
+        }
 #endif
     }
 #else
