@@ -17,7 +17,8 @@ namespace Proxy.Transport.Tls;
 /// </remarks>
 internal static class TlsInputPump
 {
-    public static async Task RunAsync(SslStream stream, PipeWriter writer, int minimumReadSize)
+    /// <param name="stop">Ends the wait for the next record (the connection is closing); the pipe then completes without error.</param>
+    public static async Task RunAsync(SslStream stream, PipeWriter writer, int minimumReadSize, CancellationToken stop = default)
     {
         Exception? error = null;
         try
@@ -25,9 +26,9 @@ internal static class TlsInputPump
             while (true)
             {
                 // Completes when a record (or the end) is there; the block is rented only then.
-                await stream.ReadAsync(Memory<byte>.Empty).ConfigureAwait(false);
+                await stream.ReadAsync(Memory<byte>.Empty, stop).ConfigureAwait(false);
                 var memory = writer.GetMemory(minimumReadSize);
-                var read = await stream.ReadAsync(memory).ConfigureAwait(false);
+                var read = await stream.ReadAsync(memory, stop).ConfigureAwait(false);
                 if (read == 0)
                 {
                     break; // close_notify or the transport's end
@@ -40,6 +41,10 @@ internal static class TlsInputPump
                     break; // the protocol stopped reading
                 }
             }
+        }
+        catch (OperationCanceledException) when (stop.IsCancellationRequested)
+        {
+            // Closing: the protocol already stopped reading.
         }
         catch (Exception e)
         {
