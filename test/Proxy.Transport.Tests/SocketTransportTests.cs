@@ -236,4 +236,37 @@ public class SocketTransportTests
         await Assert.ThrowsAsync<ConnectionResetException>(() => pending.WaitAsync(Net.Patience));
         await connection.DisposeAsync();
     }
+
+    [Theory]
+    [MemberData(nameof(Engines))]
+    public async Task PeerSendsThenClosesAtOnce_DataThenInputCompletes(SocketEngine engine)
+    {
+        // Data and FIN often arrive together: the receive that returns the data takes the FIN too, and only the next
+        // one returns 0. The epoll engine must read again rather than wait for an event that will not come.
+        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), On(engine));
+        for (var round = 0; round < 20; round++)
+        {
+            using var client = await Net.ConnectAsync(listener.EndPoint);
+            var connection = (await listener.AcceptAsync())!;
+            await client.SendAsync("last words"u8.ToArray());
+            client.Shutdown(SocketShutdown.Send);
+
+            var received = new MemoryStream();
+            while (true)
+            {
+                var result = await connection.Transport.Input.ReadAsync().AsTask().WaitAsync(Net.Patience);
+                foreach (var segment in result.Buffer)
+                {
+                    received.Write(segment.Span);
+                }
+                connection.Transport.Input.AdvanceTo(result.Buffer.End);
+                if (result.IsCompleted)
+                {
+                    break;
+                }
+            }
+            Assert.Equal("last words", Encoding.ASCII.GetString(received.ToArray()));
+            await connection.DisposeAsync();
+        }
+    }
 }

@@ -103,7 +103,9 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
             {
                 if (_epoll is { } epoll)
                 {
-                    // Waits for an event only when the last receive emptied the socket; no buffer is held meanwhile.
+                    // Waits for an event only when the last receive emptied the socket, before taking a buffer (what
+                    // WaitForDataBeforeAllocatingBuffer does on the runtime's engine; always so here). After a spurious
+                    // event (count < 0 below) the block already taken stays with the pipe while the loop waits.
                     if (epoll.ReadDrained)
                     {
                         await epoll.WaitReadableAsync().ConfigureAwait(false);

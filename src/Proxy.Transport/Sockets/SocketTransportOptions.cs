@@ -13,7 +13,7 @@ public enum SocketEngine
     /// <see cref="PlatformNotSupportedException"/> naming this option): one thread per core, each socket added once,
     /// edge-triggered. A receive that emptied the socket waits for the next event instead of asking again, which saves
     /// a recv per message, and a loop resumes on the epoll thread (as the runtime's engine does with
-    /// DOTNET_SYSTEM_NET_SOCKETS_INLINE_COMPLETIONS=1): code that blocks there stalls the other sockets of that thread.
+    /// DOTNET_SYSTEM_NET_SOCKETS_INLINE_COMPLETIONS=1): code that blocks there stalls the other sockets of that thread. TLS handshakes and certificate validation continue there too (a chain that fetches a missing intermediate certificate blocks).
     /// </summary>
     Epoll,
 }

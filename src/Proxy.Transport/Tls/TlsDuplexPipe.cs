@@ -54,8 +54,8 @@ internal sealed class TlsDuplexPipe : IDuplexPipe, IAsyncDisposable
         _output.Writer.Complete();
         await _pump.ConfigureAwait(false);
         Input.Complete();
-        // NOTE: the input pump ends before close_notify and SSL_free: its SSL_read must not run at the same time as
-        // SSL_shutdown on this thread. With SSL_MODE_RELEASE_BUFFERS (OpenSslIdleBuffers) each call frees and allocates
+        // NOTE: the input pump ends before close_notify and SSL_free: its SSL_read (on the pump's thread) must not run
+        // at the same time as SSL_shutdown (on this one). With SSL_MODE_RELEASE_BUFFERS (OpenSslIdleBuffers) each call frees and allocates
         // the connection's record buffers, and the two together corrupted the C heap: h2spec over TLS, whose peer keeps
         // sending while we close, crashed the process in SSL_free ("free(): corrupted unsorted chunks") in about 1 run
         // in 15. Cancelling only ends the pump's wait for the next record; a record being decrypted finishes first.

@@ -94,7 +94,10 @@ internal sealed unsafe class EpollEngine
         return token;
     }
 
-    /// <summary>Frees the socket's slot (its descriptor is closed, which removed it from epoll).</summary>
+    /// <summary>
+    /// Frees the socket's slot. Events still queued for it are dropped (the token's generation no longer matches);
+    /// closing the descriptor removes it from epoll.
+    /// </summary>
     internal void Unregister(long token)
     {
         var slot = (int)(uint)token;
@@ -124,7 +127,8 @@ internal sealed unsafe class EpollEngine
                 {
                     continue;
                 }
-                throw new SocketException((int)EpollInterop.ToSocketError(error));
+                // Every socket of this thread would hang: stop the process with the reason rather than limp on.
+                Environment.FailFast($"epoll_wait failed with errno {error}; the sockets of this epoll thread cannot be served.");
             }
             for (var i = 0; i < count; i++)
             {

@@ -20,6 +20,9 @@ internal sealed class EpollSocket
     private readonly Readiness _write = new();
     private MemoryHandle[]? _pins;
     private int _closed;
+    // Set by the engine once the peer's end or an error was reported (RDHUP, HUP, ERR): from then on a short read does
+    // not mean "wait for the next event", because none may come (see Receive).
+    private volatile bool _peerDone;
 
     private EpollSocket(EpollEngine engine, SafeSocketHandle handle)
     {
@@ -76,15 +79,21 @@ internal sealed class EpollSocket
                 {
                     await epoll.WaitWritableAsync().ConfigureAwait(false);
                     cancellationToken.ThrowIfCancellationRequested();
-                    var error = (SocketError)(int)socket.GetSocketOption(SocketOptionLevel.Socket, SocketOptionName.Error)!;
-                    if (error != SocketError.Success)
-                    {
-                        throw new SocketException((int)error);
-                    }
+                    // NOTE: poll first: a connect that failed is writable too, and its error is read after.
                     if (socket.Poll(0, SelectMode.SelectWrite))
                     {
+                        var error = (SocketError)(int)socket.GetSocketOption(SocketOptionLevel.Socket, SocketOptionName.Error)!;
+                        if (error != SocketError.Success)
+                        {
+                            throw new SocketException((int)error);
+                        }
                         break; // Connected (an event from before the handshake ended is waited out).
                     }
+                }
+                if (!registration.Unregister())
+                {
+                    // The token fired after the last check: the socket left the engine, so it is not returned.
+                    throw new OperationCanceledException(cancellationToken);
                 }
             }
             return (socket, epoll);
@@ -119,7 +128,10 @@ internal sealed class EpollSocket
             }
             if (received >= 0)
             {
-                ReadDrained = received < buffer.Length;
+                // NOTE: a recv that returns the last bytes also takes a FIN queued behind them (or stops short of a
+                // reset), and the event that reported it is spent: after the peer's end was reported, read again
+                // (0 or the error) instead of waiting.
+                ReadDrained = received < buffer.Length && !_peerDone;
                 return (int)received;
             }
             var error = Marshal.GetLastPInvokeError();
@@ -249,6 +261,10 @@ internal sealed class EpollSocket
     /// <summary>Called by the engine's thread with the event's flags.</summary>
     internal void OnEvents(uint events)
     {
+        if ((events & (EpollInterop.EpollRdHup | EpollInterop.EpollHup | EpollInterop.EpollErr)) != 0)
+        {
+            _peerDone = true; // before the signal: the woken receive must see it
+        }
         if ((events & (EpollInterop.EpollIn | EpollInterop.EpollRdHup | EpollInterop.EpollHup | EpollInterop.EpollErr)) != 0)
         {
             _read.Signal();
@@ -338,7 +354,9 @@ internal sealed class EpollSocket
         {
             if (Interlocked.Exchange(ref _state, Closed) == Waiting)
             {
-                _core.SetResult(true);
+                // NOTE: on the thread pool, not inline: Close comes from Abort, cancellation callbacks and timers,
+                // whose callers must not run the loop's ending (and the protocol's reader after it) on their stack.
+                ThreadPool.UnsafeQueueUserWorkItem(static r => r._core.SetResult(true), this, preferLocal: false);
             }
         }
 
