@@ -101,41 +101,31 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
         {
             while (true)
             {
+                int received;
                 if (_epoll is { } epoll)
                 {
                     // Waits for an event only when the last receive emptied the socket, before taking a buffer (what
                     // WaitForDataBeforeAllocatingBuffer does on the runtime's engine; always so here). After a spurious
-                    // event (count < 0 below) the block already taken stays with the pipe while the loop waits.
+                    // event (received < 0 below) the block already taken stays with the pipe while the loop waits.
                     if (epoll.ReadDrained)
                     {
                         await epoll.WaitReadableAsync().ConfigureAwait(false);
                     }
-                    var buffer = writer.GetMemory(_minReceive);
-                    var count = epoll.Receive(buffer.Span);
-                    if (count < 0)
+                    received = epoll.Receive(writer.GetMemory(_minReceive).Span);
+                    if (received < 0)
                     {
                         continue; // Nothing after all (an event for bytes an earlier receive took).
                     }
-                    if (count == 0)
-                    {
-                        break; // FIN from the peer.
-                    }
-                    writer.Advance(count);
-                    _io?.Received(count);
-                    var flushed = await writer.FlushAsync().ConfigureAwait(false);
-                    if (flushed.IsCompleted || flushed.IsCanceled)
-                    {
-                        break;
-                    }
-                    continue;
                 }
-                if (_waitForData)
+                else
                 {
-                    // Completes when data (or FIN) is there; the buffer is taken only then.
-                    await _socket.ReceiveAsync(Memory<byte>.Empty, SocketFlags.None).ConfigureAwait(false);
+                    if (_waitForData)
+                    {
+                        // Completes when data (or FIN) is there; the buffer is taken only then.
+                        await _socket.ReceiveAsync(Memory<byte>.Empty, SocketFlags.None).ConfigureAwait(false);
+                    }
+                    received = await _socket.ReceiveAsync(writer.GetMemory(_minReceive), SocketFlags.None).ConfigureAwait(false);
                 }
-                var memory = writer.GetMemory(_minReceive);
-                var received = await _socket.ReceiveAsync(memory, SocketFlags.None).ConfigureAwait(false);
                 if (received == 0)
                 {
                     break; // FIN from the peer.

@@ -134,15 +134,10 @@ internal sealed class EpollSocket
                 ReadDrained = received < buffer.Length && !_peerDone;
                 return (int)received;
             }
-            var error = Marshal.GetLastPInvokeError();
-            if (error == EpollInterop.EAGAIN)
+            if (WouldBlock())
             {
                 ReadDrained = true;
                 return -1;
-            }
-            if (error != EpollInterop.EINTR)
-            {
-                throw new SocketException((int)EpollInterop.ToSocketError(error));
             }
         }
     }
@@ -163,14 +158,9 @@ internal sealed class EpollSocket
             {
                 return (int)sent;
             }
-            var error = Marshal.GetLastPInvokeError();
-            if (error == EpollInterop.EAGAIN)
+            if (WouldBlock())
             {
                 return -1;
-            }
-            if (error != EpollInterop.EINTR)
-            {
-                throw new SocketException((int)EpollInterop.ToSocketError(error));
             }
         }
     }
@@ -238,14 +228,9 @@ internal sealed class EpollSocket
                 {
                     return sent;
                 }
-                var error = Marshal.GetLastPInvokeError();
-                if (error == EpollInterop.EAGAIN)
+                if (WouldBlock())
                 {
                     return -1;
-                }
-                if (error != EpollInterop.EINTR)
-                {
-                    throw new SocketException((int)EpollInterop.ToSocketError(error));
                 }
             }
         }
@@ -287,6 +272,18 @@ internal sealed class EpollSocket
         }
         _read.Close();
         _write.Close();
+    }
+
+    // After a call that failed: true when the socket would block (EAGAIN), false to call again (EINTR); otherwise
+    // the connection failed.
+    private static bool WouldBlock()
+    {
+        var error = Marshal.GetLastPInvokeError();
+        if (error == EpollInterop.EAGAIN)
+        {
+            return true;
+        }
+        return error == EpollInterop.EINTR ? false : throw new SocketException((int)EpollInterop.ToSocketError(error));
     }
 
     // NOTE: a closed socket's waits complete at once; a call must then fail rather than find EAGAIN and wait again.
