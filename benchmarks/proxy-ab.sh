@@ -55,7 +55,8 @@ start A "$A_ENV" "${A_DLL:-$HOST_DLL}" 18080 9901
 start B "$B_ENV" "${B_DLL:-$HOST_DLL}" 18090 9902
 for p in 19001 19002 18080 18081 18083 18090 18091 18093; do wait_port $p; done
 
-ticks() { local s; s=$(cat "/proc/$1/stat"); s=${s##*) }; read -r -a f <<<"$s"; echo $((f[11] + f[12])); }
+# user and system clock ticks of the process (utime, stime), as "USER,SYS"
+ticks() { local s; s=$(cat "/proc/$1/stat"); s=${s##*) }; read -r -a f <<<"$s"; echo "${f[11]},${f[12]}"; }
 run() { # side scenario duration -> "rps us/req [perf counts]"
   local side=$1 s=$2 d=$3 pid base out
   pid=$(cat "$WORK/$side.pid"); base=$([[ $side == A ]] && echo 18080 || echo 18090); out=$WORK/out-$side.txt
@@ -87,8 +88,11 @@ run() { # side scenario duration -> "rps us/req [perf counts]"
   else n=$(grep -Eo '[0-9]+ succeeded' "$out" | awk '{print $1}'); fi
   python3 - "$n" "$a" "$b" "$d" "$WORK/perf-$side.txt" <<'PY'
 import os, sys
-n, a, b, d, perf = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-line = f"rps={n / d:,.0f} cpu_us_per_req={(a - b) / 100 * 1e6 / max(n, 1):.1f}"
+n, d, perf = int(sys.argv[1]), float(sys.argv[4]), sys.argv[5]
+(au, asys), (bu, bsys) = (map(int, sys.argv[2].split(",")), map(int, sys.argv[3].split(",")))
+per = lambda ticks: ticks / 100 * 1e6 / max(n, 1)
+# user: our code, the runtime and libraries; sys: the kernel (syscalls, wakeups, loopback TCP)
+line = f"rps={n / d:,.0f} cpu_us_per_req={per(au - bu + asys - bsys):.1f} user={per(au - bu):.1f} sys={per(asys - bsys):.1f}"
 if os.path.exists(perf):
     for row in open(perf):
         parts = row.strip().split(",")
