@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Interleaved A/B of our proxy: two Proxy.Host processes side by side in front of one Kestrel backend, measured in turn
 # (A, B, A, B, ...), so a VM whose speed drifts over minutes moves both alike. Prints, per run: RPS, proxy CPU per
-# request in µs (user + system ticks over the measured period only), and with `perf` installed the proxy's syscalls
-# and context switches per request.
+# request in µs (user + system ticks over the measured period only) and its two parts (user=, sys=), and with `perf`
+# installed the proxy's syscalls and context switches per request.
 #
 #   benchmarks/proxy-ab.sh [--a-env "K=V ..."] [--b-env "K=V ..."] [--a-dll PATH] [--b-dll PATH] [--rounds 3]
 #                          [--duration 6] [--warmup 2] [--prime 20] [--no-build] SCENARIO...
