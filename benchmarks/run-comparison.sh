@@ -75,9 +75,9 @@ grpcnet-unary-1x70-h2|load|h2|grpcnet-unary|-|1|70|
 grpcnet-unary-4x70-h2c|load|h2c|grpcnet-unary|-|4|70|
 grpcnet-unary-4x70-h2|load|h2|grpcnet-unary|-|4|70|
 grpcnet-pingpong-1x70-h2c|load|h2c|grpcnet-pingpong|-|1|70|
-grpcnet-serverstreaming-1x70-h2c|load|h2c|grpcnet-serverstreaming|-|1|70|--payload 1024
 sse-10x50-h2c|load|h2c|sse|-|10|50|--rate 20
 sse-10x50-h2|load|h2|sse|-|10|50|--rate 20
+grpcnet-serverstreaming-1x70-h2c|load|h2c|grpcnet-serverstreaming|-|1|70|--payload 1024
 static-10mb-h1|h2load|h1|/static/big.bin|-|8|1|
 static-10mb-h1-tls|h2load|h1-tls|/static/big.bin|-|8|1|
 static-10mb-h2c|h2load|h2c|/static/big.bin|-|8|1|
@@ -466,7 +466,14 @@ for t in $TARGETS; do
   if (( PRIME > 0 )); then
     log "priming $t: every scenario for ${PRIME}s, results discarded"
     saved=("$RAW" "$DURATION" "$WARMUP"); RAW="$WORK/priming.jsonl" DURATION=$PRIME WARMUP=0
-    for line in "${todo[@]}"; do run_scenario "$t" "$line" 2>/dev/null; done
+    for line in "${todo[@]}"; do
+      # NOTE: server streaming is not primed, and is measured last of the load scenarios (its row follows the SSE
+      # rows): after such a run through nginx 1.22 (grpc_pass) ends, the Kestrel backend goes on writing those calls
+      # at full CPU with no connection left (reproduced by hand; a client straight to the backend leaves it idle), and
+      # every later scenario against that backend measured 0 RPS. The next target gets a fresh backend.
+      [[ ${line%%|*} == grpcnet-serverstreaming-* ]] && continue
+      run_scenario "$t" "$line" 2>/dev/null
+    done
     RAW=${saved[0]} DURATION=${saved[1]} WARMUP=${saved[2]}
   fi
   for line in "${todo[@]}"; do run_scenario "$t" "$line"; done
