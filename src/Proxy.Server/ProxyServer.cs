@@ -27,6 +27,7 @@ public sealed partial class ProxyServer : IServer
     private readonly ILogger _logger;
     private readonly TimeProvider _time;
     private readonly IConnectionProtocolFactory _protocolFactory;
+    private readonly IDirectRequestHandler? _direct;
     private readonly ServerMetrics? _metrics;
     private readonly ServerAddressesFeature _addresses = new();
     private readonly FeatureCollection _features = new();
@@ -41,14 +42,17 @@ public sealed partial class ProxyServer : IServer
     private int _state; // 0 new, 1 started, 2 stopped
 
     /// <param name="meterFactory">Creates the "Proxy.Server" meter (the host registers one); null: no metrics.</param>
-    public ProxyServer(IOptions<ProxyServerOptions> options, ILoggerFactory? loggerFactory = null, TimeProvider? time = null, IMeterFactory? meterFactory = null)
-        : this(options.Value, loggerFactory, time, EngineProtocolFactory.Instance, meterFactory)
+    /// <param name="direct">Takes requests before the app (the proxy's direct path); null: the app gets every request.</param>
+    public ProxyServer(IOptions<ProxyServerOptions> options, ILoggerFactory? loggerFactory = null, TimeProvider? time = null, IMeterFactory? meterFactory = null,
+        IDirectRequestHandler? direct = null)
+        : this(options.Value, loggerFactory, time, EngineProtocolFactory.Instance, meterFactory, direct)
     {
     }
 
     internal ProxyServer(ProxyServerOptions options, ILoggerFactory? loggerFactory, TimeProvider? time, IConnectionProtocolFactory protocolFactory,
-        IMeterFactory? meterFactory = null)
+        IMeterFactory? meterFactory = null, IDirectRequestHandler? direct = null)
     {
+        _direct = direct;
         _metrics = meterFactory is null ? null : new ServerMetrics(meterFactory);
         _options = options;
         _loggerFactory = loggerFactory ?? NullLoggerFactory.Instance;
@@ -69,7 +73,11 @@ public sealed partial class ProxyServer : IServer
         {
             throw new InvalidOperationException("The server has already been started.");
         }
-        var handler = new HttpApplicationHandler<TContext>(application, _options, new DateHeaderCache(_time), _logger);
+        IHttpRequestHandler handler = new HttpApplicationHandler<TContext>(application, _options, new DateHeaderCache(_time), _logger);
+        if (_direct is not null)
+        {
+            handler = new DirectFirstHandler(_direct, handler);
+        }
         var bound = new List<string>();
         try
         {

@@ -116,10 +116,11 @@ public abstract class ForwarderBackendCall : IAsyncDisposable
 public interface IForwarderClusterTransport : IDisposable
 {
     /// <summary>
-    /// Starts an exchange with the destination at <paramref name="destinationPrefix"/>: takes (or opens) a pooled
-    /// connection and sends the head. Throws <see cref="ForwarderTransportException"/> when it cannot.
+    /// Starts an exchange with the destination at <paramref name="destinationPrefix"/> (<paramref name="destinationId"/> in
+    /// the cluster's config, for metrics): takes (or opens) a pooled connection and sends the head. Throws
+    /// <see cref="ForwarderTransportException"/> when it cannot.
     /// </summary>
-    ValueTask<ForwarderBackendCall> StartAsync(HttpContext context, string destinationPrefix, ForwarderRequestHead head, CancellationToken cancellationToken);
+    ValueTask<ForwarderBackendCall> StartAsync(string? destinationId, string destinationPrefix, ForwarderRequestHead head, CancellationToken cancellationToken);
 }
 
 /// <summary>

@@ -131,6 +131,69 @@ internal static class HeaderRules
         }
     }
 
+    /// <summary>
+    /// The same copy from a request's field list as the engine decoded it (the direct path): one field per name in the
+    /// order names first appear, repeated fields joined as the HttpContext copy joins them, so the backend sees the same
+    /// head either way.
+    /// </summary>
+    public static void CopyRequestHeaders(IReadOnlyList<KeyValuePair<string, string>> fields, ForwarderRequestHead head, IReadOnlySet<string>? allowed = null)
+    {
+        HashSet<string>? listed = null;
+        string? te = null;
+        for (var i = 0; i < fields.Count; i++)
+        {
+            var (name, value) = fields[i];
+            if (name.Equals("Connection", StringComparison.OrdinalIgnoreCase))
+            {
+                listed ??= new HashSet<string>(StringComparer.OrdinalIgnoreCase);
+                foreach (var token in value.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries))
+                {
+                    listed.Add(token);
+                }
+            }
+            else if (name.Equals("TE", StringComparison.OrdinalIgnoreCase))
+            {
+                te = te is null ? value : te + ", " + value;
+            }
+        }
+
+        for (var i = 0; i < fields.Count; i++)
+        {
+            var name = fields[i].Key;
+            if (AppearsBefore(fields, i, name))
+            {
+                continue; // joined into the field of its first occurrence
+            }
+
+            var repeated = false;
+            for (var j = i + 1; j < fields.Count && !repeated; j++)
+            {
+                repeated = fields[j].Key.Equals(name, StringComparison.OrdinalIgnoreCase);
+            }
+
+            CopyRequestField(head, name, repeated ? AllValues(fields, i, name) : new StringValues(fields[i].Value), listed, allowed);
+        }
+
+        if (allowed?.Contains("TE") != false && te is not null && listed?.Contains("TE") != true && ListsTrailers(te))
+        {
+            head.Headers.Add(new("te", "trailers"));
+        }
+    }
+
+    private static StringValues AllValues(IReadOnlyList<KeyValuePair<string, string>> fields, int first, string name)
+    {
+        var values = new List<string>();
+        for (var k = first; k < fields.Count; k++)
+        {
+            if (fields[k].Key.Equals(name, StringComparison.OrdinalIgnoreCase))
+            {
+                values.Add(fields[k].Value);
+            }
+        }
+
+        return new StringValues(values.ToArray());
+    }
+
     private static void CopyRequestField(ForwarderRequestHead head, string name, StringValues values, HashSet<string>? listed,
         IReadOnlySet<string>? allowed)
     {
@@ -202,19 +265,47 @@ internal static class HeaderRules
                 destination[name] = value;
             }
         }
+    }
 
-        static bool AppearsBefore(IReadOnlyList<KeyValuePair<string, string>> fields, int index, string name)
+    /// <summary>
+    /// The direct path's copy of a backend response head (or trailers) into the client exchange's field list, which starts
+    /// empty: hop-by-hop fields and those Connection lists stay out, the rest keep their order, names lowercased for HTTP/2.
+    /// </summary>
+    public static void CopyResponseFields(IReadOnlyList<KeyValuePair<string, string>> fields, ICollection<KeyValuePair<string, string>> destination,
+        IReadOnlySet<string>? allowed, bool lowercase)
+    {
+        HashSet<string>? listed = null;
+        for (var i = 0; i < fields.Count; i++)
         {
-            for (var j = 0; j < index; j++)
+            if (fields[i].Key.Equals("connection", StringComparison.OrdinalIgnoreCase))
             {
-                if (string.Equals(fields[j].Key, name, StringComparison.OrdinalIgnoreCase))
-                {
-                    return true;
-                }
+                listed ??= ConnectionListed(fields[i].Value);
+            }
+        }
+
+        for (var i = 0; i < fields.Count; i++)
+        {
+            var (name, value) = fields[i];
+            if (IsHopByHop(name) || listed?.Contains(name) == true || allowed?.Contains(name) == false)
+            {
+                continue;
             }
 
-            return false;
+            destination.Add(new(lowercase ? name.ToLowerInvariant() : name, value));
         }
+    }
+
+    private static bool AppearsBefore(IReadOnlyList<KeyValuePair<string, string>> fields, int index, string name)
+    {
+        for (var j = 0; j < index; j++)
+        {
+            if (string.Equals(fields[j].Key, name, StringComparison.OrdinalIgnoreCase))
+            {
+                return true;
+            }
+        }
+
+        return false;
     }
 
     /// <summary>Adds a header to the request or, when it is a content header, to its content (if any).</summary>

@@ -20,24 +20,34 @@ internal sealed partial class HttpForwarder
         ForwarderRequestConfig requestConfig, HttpTransformer transformer, IForwarderClusterTransport? native)
         => native is null
             ? SendAsync(context, destinationPrefix, httpClient, requestConfig, transformer)
-            : SendNativeAsync(context, destinationPrefix, httpClient, requestConfig ?? ForwarderRequestConfig.Empty,
+            : SendNativeAsync(new HttpContextFront(context), destinationPrefix, httpClient, requestConfig ?? ForwarderRequestConfig.Empty,
                 transformer ?? HttpTransformer.Default, native);
+
+    /// <summary>
+    /// The direct path's entry (Proxy.Relay): forwards a request that has no HttpContext through <paramref name="native"/>.
+    /// The route's transformer must fill a native head (the direct path takes only such routes).
+    /// </summary>
+    internal ValueTask<ForwarderError> SendDirectAsync<TFront>(TFront front, string destinationPrefix, ForwarderRequestConfig requestConfig,
+        HttpTransformer transformer, IForwarderClusterTransport native)
+        where TFront : IForwardingFront
+        => SendNativeAsync(front, destinationPrefix, httpClient: null, requestConfig, transformer, native);
 
     // NOTE: the metrics and the span are taken here rather than in a wrapper awaiting this method, as SendAsync does for
     // the HttpClient path: one async frame fewer per request, and one state-machine box fewer (about 200 bytes) kept for
     // an SSE stream's life.
-    private async ValueTask<ForwarderError> SendNativeAsync(HttpContext context, string destinationPrefix, HttpMessageInvoker httpClient,
+    private async ValueTask<ForwarderError> SendNativeAsync<TFront>(TFront front, string destinationPrefix, HttpMessageInvoker? httpClient,
         ForwarderRequestConfig config, HttpTransformer transformer, IForwarderClusterTransport native)
+        where TFront : IForwardingFront
     {
-        var proxy = context.Features.Get<IReverseProxyFeature>();
+        var proxy = front.Proxy;
         var started = metrics.RequestStarted(proxy?.ClusterId);
-        var activity = ForwardingTracing.Start(context, proxy);
+        var activity = front.StartActivity();
         var outcome = ForwarderError.Request;
         try
         {
             // Step 1: classify and validate, exactly as the HttpClient path does.
-            var (isGrpc, deadline, deadlineFromClient) = Classify(context, config);
-            if (await RejectMalformedAsync(context).ConfigureAwait(false))
+            var (isGrpc, deadline, deadlineFromClient) = Classify(front, config);
+            if (await RejectMalformedAsync(front).ConfigureAwait(false))
             {
                 return outcome = ForwarderError.RequestMalformed;
             }
@@ -46,20 +56,21 @@ internal sealed partial class HttpForwarder
             // HttpRequestMessage: that request goes through HttpClient.
             var destination = NativeDestination.For(destinationPrefix);
             // Room for the client's fields and the default X-Forwarded-For/Proto/Host/Prefix.
-            var head = new ForwarderRequestHead(context.Request.Headers.Count + 4)
+            var head = new ForwarderRequestHead(front.RequestHeaderCount + 4)
             {
-                Method = context.Request.Method,
+                Method = front.Method,
                 Authority = destination.Authority,
-                HasBody = HasRequestBody(context),
+                HasBody = front.HasRequestBody,
             };
             if (head.HasBody)
             {
-                head.ContentLength = context.Request.ContentLength;
+                head.ContentLength = front.RequestContentLength;
             }
 
-            if (!transformer.TryTransformRequestNative(context, head, destination))
+            if (!front.TryTransformRequest(transformer, head, destination))
             {
-                return outcome = await SendCoreAsync(context, destinationPrefix, httpClient, config, transformer).ConfigureAwait(false);
+                var context = front.HttpContext ?? throw new InvalidOperationException("A request without HttpContext reached a transformer that needs one.");
+                return outcome = await SendCoreAsync(context, destinationPrefix, httpClient!, config, transformer).ConfigureAwait(false);
             }
 
             TakeHostField(head);
@@ -68,17 +79,17 @@ internal sealed partial class HttpForwarder
                 ForwardingTracing.Inject(span, head); // after the transforms: the proxy's span is the backend's parent
             }
             var activityTimeout = config.ActivityTimeout ?? (isGrpc ? Timeout.InfiniteTimeSpan : DefaultActivityTimeout);
-            using var cancellation = new ForwardingCancellation(context.RequestAborted, activityTimeout, deadline, deadlineFromClient, time,
-                ForwardingCancellation.RequestTimeoutOf(context));
+            using var cancellation = new ForwardingCancellation(front.RequestAborted, activityTimeout, deadline, deadlineFromClient, time,
+                front.RequestTimeout);
 
             // Step 2b: a small body of declared length is received whole before anything goes to the backend. A body that
             // disagrees with its content-length makes the request malformed (RFC 9113 §8.1.1), and a malformed request is
             // never forwarded, not even its head. The host server checks the length; here we wait for its verdict.
             var prebuffered = head.ContentLength is > 0 and <= MaxPrebufferedBody;
-            if (prebuffered && !await PrebufferDeclaredBodyAsync(context, head.ContentLength!.Value, cancellation).ConfigureAwait(false))
+            if (prebuffered && !await PrebufferDeclaredBodyAsync(front.RequestBody, head.ContentLength!.Value, cancellation).ConfigureAwait(false))
             {
                 var error = cancellation.ClientAborted ? ForwarderError.RequestCanceled : ForwarderError.RequestBodyClient;
-                ReportBeforeResponse(context, error, new InvalidOperationException("The request body did not match its content-length."), isGrpc, cancellation);
+                ReportBeforeResponse(front, error, new InvalidOperationException("The request body did not match its content-length."), isGrpc, cancellation);
                 return outcome = error;
             }
 
@@ -90,15 +101,15 @@ internal sealed partial class HttpForwarder
             ForwarderBackendCall call;
             try
             {
-                call = await native.StartAsync(context, destinationPrefix, head, cancellation.Token).ConfigureAwait(false);
+                call = await native.StartAsync(proxy?.DestinationId, destinationPrefix, head, cancellation.Token).ConfigureAwait(false);
             }
             catch (Exception ex)
             {
                 var error = cancellation.ClientAborted ? ForwarderError.RequestCanceled
                     : cancellation.TimedOut ? ForwarderError.RequestTimedOut
                     : ForwarderError.Request;
-                ReportBeforeResponse(context, error, ex, isGrpc, cancellation);
-                transformer.TransformResponseNative(context, null);
+                ReportBeforeResponse(front, error, ex, isGrpc, cancellation);
+                front.TransformResponse(transformer, null);
                 return outcome = error;
             }
 
@@ -106,7 +117,7 @@ internal sealed partial class HttpForwarder
             {
                 // Step 4: the request body streams beside the response (gRPC client streaming and bidi need both at once).
                 // It runs inline until it has to wait: a unary call's body is usually complete already.
-                var requestBody = context.Request.BodyReader;
+                var requestBody = front.RequestBody;
                 var requestPump = head.HasBody ? PumpRequestBodyAsync(requestBody, call, cancellation) : null;
                 // NOTE: the head went to the transport; this frame lives as long as the exchange (hours for SSE) and
                 // would otherwise keep the head and its field list.
@@ -126,20 +137,20 @@ internal sealed partial class HttpForwarder
                         call.Abort();
                         await StopRequestPumpAsync(requestPump, requestBody, call).ConfigureAwait(false);
                         var error = ClassifyNativeHeadFailure(ex, cancellation, requestPump);
-                        ReportBeforeResponse(context, error, ex, isGrpc, cancellation);
-                        transformer.TransformResponseNative(context, null);
+                        ReportBeforeResponse(front, error, ex, isGrpc, cancellation);
+                        front.TransformResponse(transformer, null);
                         return outcome = error;
                     }
 
                     // Step 6: status and headers to the client.
-                    context.Response.StatusCode = call.StatusCode;
-                    transformer.TransformResponseNative(context, call);
+                    front.StatusCode = call.StatusCode;
+                    front.TransformResponse(transformer, call);
                     if (config.AllowResponseBuffering != true)
                     {
-                        context.Features.Get<IHttpResponseBodyFeature>()?.DisableBuffering();
+                        front.DisableBuffering();
                     }
 
-                    var eventStream = IsEventStream(context.Response.ContentType);
+                    var eventStream = IsEventStream(front.ResponseContentType);
                     if (config.ActivityTimeout is null && eventStream)
                     {
                         cancellation.SetActivityTimeout(Timeout.InfiniteTimeSpan);
@@ -150,7 +161,7 @@ internal sealed partial class HttpForwarder
                         cancellation.EndOnShutdown(_stopping); // see the NOTE on the class
                     }
 
-                    using var sse = metrics.SseStream(eventStream, context.Features.Get<IReverseProxyFeature>());
+                    using var sse = metrics.SseStream(eventStream, proxy);
 
                     // Step 7: headers now, before any body byte (YARP #2520), except for a gRPC trailers-only response (one
                     // HEADERS frame with END_STREAM), a body of known length, or a body whose bytes are already here: then
@@ -172,27 +183,27 @@ internal sealed partial class HttpForwarder
                         bodyReady = false;
                     }
 
-                    if (!trailersOnly && !bodyReady && context.Response.ContentLength is null)
+                    var responseBody = front.ResponseBody;
+                    if (!trailersOnly && !bodyReady && front.ResponseContentLength is null)
                     {
                         try
                         {
-                            await context.Response.StartAsync(cancellation.Token).ConfigureAwait(false);
-                            await context.Response.BodyWriter.FlushAsync(cancellation.Token).ConfigureAwait(false);
+                            await front.StartResponseAsync(cancellation.Token).ConfigureAwait(false);
+                            await responseBody.FlushAsync(cancellation.Token).ConfigureAwait(false);
                         }
                         catch (Exception ex)
                         {
                             var error = cancellation.ClientAborted ? ForwarderError.ResponseBodyCanceled : ForwarderError.ResponseBodyClient;
-                            return outcome = await FailNativeAfterResponseStartedAsync(context, call, error, ex, cancellation, requestPump, requestBody).ConfigureAwait(false);
+                            return outcome = await FailNativeAfterResponseStartedAsync(front, call, error, ex, cancellation, requestPump, requestBody).ConfigureAwait(false);
                         }
                     }
 
                     // Step 8: the body, pipe to pipe, flushed per read so each SSE event or gRPC message leaves at once.
-                    var (result, copyError) = await PumpResponseBodyAsync(call, context.Response.BodyWriter, cancellation).ConfigureAwait(false);
+                    var (result, copyError) = await PumpResponseBodyAsync(call, responseBody, cancellation).ConfigureAwait(false);
                     if (result == StreamCopyResult.Canceled && cancellation.ShuttingDown)
                     {
                         // An event stream ended for shutdown: the backend's stream is reset, the client's completes normally.
-                        var feature = context.Features.Get<IReverseProxyFeature>();
-                        Log.EventStreamEndedForShutdown(logger, feature?.RouteId, feature?.ClusterId);
+                        Log.EventStreamEndedForShutdown(logger, proxy?.RouteId, proxy?.ClusterId);
                         call.Abort();
                         return outcome = ForwarderError.None;
                     }
@@ -200,11 +211,11 @@ internal sealed partial class HttpForwarder
                     if (result != StreamCopyResult.Success)
                     {
                         var error = ClassifyNativeBodyFailure(result, cancellation, requestPump);
-                        return outcome = await FailNativeAfterResponseStartedAsync(context, call, error, copyError, cancellation, requestPump, requestBody).ConfigureAwait(false);
+                        return outcome = await FailNativeAfterResponseStartedAsync(front, call, error, copyError, cancellation, requestPump, requestBody).ConfigureAwait(false);
                     }
 
                     // Step 9: trailers (gRPC's status).
-                    transformer.TransformResponseTrailersNative(context, call);
+                    front.TransformTrailers(transformer, call);
 
                     // Step 10: the response is complete; a request body still streaming is no longer wanted.
                     await StopRequestPumpAsync(requestPump, requestBody, call).ConfigureAwait(false);
@@ -220,10 +231,10 @@ internal sealed partial class HttpForwarder
         }
         finally
         {
-            metrics.RequestEnded(started, proxy?.RouteId, proxy?.ClusterId, context.Response.StatusCode, outcome);
+            metrics.RequestEnded(started, proxy?.RouteId, proxy?.ClusterId, front.StatusCode, outcome);
             if (activity is not null)
             {
-                ForwardingTracing.Stop(activity, context.Response.StatusCode, outcome);
+                ForwardingTracing.Stop(activity, front.StatusCode, outcome);
             }
         }
     }
@@ -238,9 +249,8 @@ internal sealed partial class HttpForwarder
     private const long MaxPrebufferedBody = 64 * 1024;
 
     /// <summary>Waits until the whole declared body arrived, without consuming it. False when reading it failed (malformed, reset).</summary>
-    private static async ValueTask<bool> PrebufferDeclaredBodyAsync(HttpContext context, long declared, ForwardingCancellation cancellation)
+    private static async ValueTask<bool> PrebufferDeclaredBodyAsync(PipeReader reader, long declared, ForwardingCancellation cancellation)
     {
-        var reader = context.Request.BodyReader;
         while (true)
         {
             ReadResult read;
@@ -591,23 +601,16 @@ internal sealed partial class HttpForwarder
     }
 
     /// <summary>Headers already went out: reset the client's stream (RFC 9113 §8.1), abandon the backend's, stop the upload.</summary>
-    private async ValueTask<ForwarderError> FailNativeAfterResponseStartedAsync(HttpContext context, ForwarderBackendCall call, ForwarderError error,
+    private async ValueTask<ForwarderError> FailNativeAfterResponseStartedAsync<TFront>(TFront front, ForwarderBackendCall call, ForwarderError error,
         Exception? exception, ForwardingCancellation cancellation, Task<StreamCopyResult>? requestPump, PipeReader requestBody)
+        where TFront : IForwardingFront
     {
-        context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception) { ClientDeadlineExpired = cancellation.ClientDeadlineExpired });
-        Log.Outcome(logger, error, context, exception, cancellation.ClientDeadlineExpired);
+        front.RecordError(error, exception, cancellation.ClientDeadlineExpired);
+        Log.Outcome(logger, error, front.Proxy, front.StatusCode, exception, cancellation.ClientDeadlineExpired);
         call.Abort();
         var code = error is ForwarderError.ResponseBodyDestination or ForwarderError.RequestBodyDestination ? Http2InternalError : Http2Cancel;
-        if (context.Features.Get<IHttpResetFeature>() is { } reset)
-        {
-            Log.AbortingClient(logger, code == Http2Cancel ? "RST_STREAM(CANCEL)" : "RST_STREAM(INTERNAL_ERROR)", error);
-            reset.Reset(code);
-        }
-        else
-        {
-            Log.AbortingClient(logger, "connection abort", error);
-            context.Abort();
-        }
+        var done = front.Reset(code);
+        Log.AbortingClient(logger, done, error);
 
         await StopRequestPumpAsync(requestPump, requestBody, call).ConfigureAwait(false);
         return error;

@@ -61,8 +61,8 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         // Step 1: classify the call and set up cancellation. gRPC is known from the request; SSE only
         // once the response headers arrive. NOTE: long-lived streams must not inherit the 100 s
         // activity timeout unless someone asked for it (YARP #1764 kills quiet SSE that way).
-        var (isGrpc, deadline, deadlineFromClient) = Classify(context, config);
-        if (await RejectMalformedAsync(context).ConfigureAwait(false))
+        var (isGrpc, deadline, deadlineFromClient) = Classify(new HttpContextFront(context), config);
+        if (await RejectMalformedAsync(new HttpContextFront(context)).ConfigureAwait(false))
         {
             return ForwarderError.RequestMalformed;
         }
@@ -110,7 +110,7 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
         catch (Exception ex)
         {
             var error = ClassifySendFailure(cancellation, requestContent);
-            ReportBeforeResponse(context, error, ex, isGrpc, cancellation);
+            ReportBeforeResponse(new HttpContextFront(context), error, ex, isGrpc, cancellation);
             // Lets "When: Failure" response transforms decorate the error response.
             await transformer.TransformResponseAsync(context, null, CancellationToken.None).ConfigureAwait(false);
             return error;
@@ -216,11 +216,12 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
     /// Step 1 of both paths: gRPC or not, and the deadline (the route's, shortened by a gRPC call's <c>grpc-timeout</c>; then
     /// it is the client's own, and its expiry is the client's outcome, not a slow backend's).
     /// </summary>
-    private static (bool IsGrpc, TimeSpan? Deadline, bool DeadlineFromClient) Classify(HttpContext context, ForwarderRequestConfig config)
+    private static (bool IsGrpc, TimeSpan? Deadline, bool DeadlineFromClient) Classify<TFront>(TFront front, ForwarderRequestConfig config)
+        where TFront : IForwardingFront
     {
-        var isGrpc = GrpcProtocol.IsGrpc(context.Request.ContentType);
+        var isGrpc = GrpcProtocol.IsGrpc(front.RequestContentType);
         var deadline = config.Timeout;
-        if (isGrpc && GrpcProtocol.ParseTimeout(context.Request.Headers["grpc-timeout"]) is { } grpcTimeout
+        if (isGrpc && GrpcProtocol.ParseTimeout(front.RequestHeader("grpc-timeout")) is { } grpcTimeout
             && (deadline is null || grpcTimeout < deadline))
         {
             return (isGrpc, grpcTimeout, true);
@@ -230,17 +231,18 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
     }
 
     /// <summary>Never forward a malformed request (RFC 9113 §8.1.1): answers 400 with the reason and returns true; the backend sees nothing.</summary>
-    private async ValueTask<bool> RejectMalformedAsync(HttpContext context)
+    private async ValueTask<bool> RejectMalformedAsync<TFront>(TFront front)
+        where TFront : IForwardingFront
     {
-        if (RequestValidator.FindMalformation(context) is not { } malformation)
+        if (front.FindMalformation() is not { } malformation)
         {
             return false;
         }
 
-        ReportBeforeResponse(context, ForwarderError.RequestMalformed, new InvalidOperationException("Malformed request: " + malformation), isGrpc: false, cancellation: null);
-        if (!context.Response.HasStarted)
+        ReportBeforeResponse(front, ForwarderError.RequestMalformed, new InvalidOperationException("Malformed request: " + malformation), isGrpc: false, cancellation: null);
+        if (!front.HasStarted)
         {
-            await context.Response.WriteAsync("Malformed request: " + malformation + "\n").ConfigureAwait(false);
+            await front.WriteTextResponseAsync(front.StatusCode, "Malformed request: " + malformation + "\n", CancellationToken.None).ConfigureAwait(false);
         }
 
         return true;
@@ -332,14 +334,14 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
     }
 
     /// <summary>Nothing was sent to the client yet: answer with a status (or a gRPC status).</summary>
-    private void ReportBeforeResponse(HttpContext context, ForwarderError error, Exception? exception, bool isGrpc, ForwardingCancellation? cancellation)
+    private void ReportBeforeResponse<TFront>(TFront front, ForwarderError error, Exception? exception, bool isGrpc, ForwardingCancellation? cancellation)
+        where TFront : IForwardingFront
     {
         var deadlineExpired = cancellation?.DeadlineExpired == true;
-        context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, exception) { ClientDeadlineExpired = cancellation?.ClientDeadlineExpired == true });
-        var response = context.Response;
-        if (!response.HasStarted)
+        front.RecordError(error, exception, cancellation?.ClientDeadlineExpired == true);
+        if (!front.HasStarted)
         {
-            response.Clear();
+            front.ClearResponse();
             if (isGrpc)
             {
                 var (status, message) = error switch
@@ -349,15 +351,15 @@ internal sealed partial class HttpForwarder(ILogger<HttpForwarder> logger, Forwa
                     ForwarderError.RequestBodyClient => (GrpcProtocol.StatusInternal, "Reading the request body failed."),
                     _ => (GrpcProtocol.StatusUnavailable, "The backend is unavailable."),
                 };
-                GrpcProtocol.SetTrailersOnlyResponse(response, status, message);
+                front.SetGrpcTrailersOnly(status, message);
             }
             else
             {
-                response.StatusCode = BodyTooLarge(exception) ? StatusCodes.Status413PayloadTooLarge : StatusFor(error);
+                front.StatusCode = BodyTooLarge(exception) ? StatusCodes.Status413PayloadTooLarge : StatusFor(error);
             }
         }
 
-        Log.Outcome(logger, error, context, exception, cancellation?.ClientDeadlineExpired == true);
+        Log.Outcome(logger, error, front.Proxy, front.StatusCode, exception, cancellation?.ClientDeadlineExpired == true);
     }
 
     /// <summary>The server refused the request body as larger than its limit (MaxRequestBodySize): the client's fault, told as 413.</summary>

@@ -69,6 +69,80 @@ internal static class RequestValidator
     }
 
     /// <summary>
+    /// The same checks for a request known by its parts (the direct path: our server's exchange, whose engine already
+    /// rejected most of these; kept so the two paths forward exactly the same requests).
+    /// </summary>
+    public static string? FindMalformation(string method, string rawTarget, string scheme, bool http2, string authority,
+        IReadOnlyList<KeyValuePair<string, string>> fields)
+    {
+        if (!HttpSyntax.IsToken(method))
+        {
+            return "invalid method";
+        }
+
+        if (rawTarget.AsSpan().IndexOfAnyExceptInRange('!', '~') >= 0)
+        {
+            return "invalid character in the request target";
+        }
+
+        var hostFields = 0;
+        for (var i = 0; i < fields.Count; i++)
+        {
+            var (name, value) = fields[i];
+            if (name.Length == 0 || !HttpSyntax.IsToken(name))
+            {
+                return "invalid header name";
+            }
+
+            if (!IsValidFieldValue(value))
+            {
+                return $"invalid value in header '{name}'";
+            }
+
+            if (!http2 && name.Equals("Host", StringComparison.OrdinalIgnoreCase))
+            {
+                hostFields++;
+            }
+        }
+
+        if (hostFields > 1)
+        {
+            return "more than one Host header";
+        }
+
+        if (authority.Length == 0)
+        {
+            if (http2 && IsHttpScheme(scheme))
+            {
+                return "missing or empty :authority";
+            }
+        }
+        else if (authority.Contains('@'))
+        {
+            return "userinfo in the authority";
+        }
+        else if (!IsHost(authority))
+        {
+            return "invalid Host header";
+        }
+
+        if (AbsoluteTargetAuthority(rawTarget) is { } targetAuthority)
+        {
+            if (targetAuthority.Contains('@'))
+            {
+                return "userinfo in the authority";
+            }
+
+            if (authority.Length > 0 && !string.Equals(WithoutDefaultPort(authority, rawTarget), WithoutDefaultPort(targetAuthority, rawTarget), StringComparison.OrdinalIgnoreCase))
+            {
+                return "Host header differs from the request target's authority";
+            }
+        }
+
+        return IsScheme(scheme) ? null : "invalid scheme";
+    }
+
+    /// <summary>
     /// The Host the request is served for (ASP.NET Core's Request.Host is the Host field): one value at most, a valid
     /// uri-host [":" port] without userinfo (RFC 9110 §7.2, §4.2.4), and the same as ":authority" when a server shows
     /// that pseudo-header too (RFC 9113 §8.3.1: the recipient must not use Host then; Kestrel replaces Host, and so do we).

@@ -20,43 +20,60 @@ namespace Proxy.Forwarding.Routing;
 internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwarder forwarder, PassiveHealthChecker passiveHealth,
     ForwardingMetrics metrics, ILogger<ProxyEndpointHandler> logger)
 {
-    public async Task InvokeAsync(HttpContext context)
+    public Task InvokeAsync(HttpContext context)
     {
         var route = context.GetEndpoint()?.Metadata.GetMetadata<RouteState>()
             ?? throw new InvalidOperationException("A proxy endpoint has no RouteState metadata.");
-        var clusterId = route.Config.ClusterId!;
-        var feature = new ReverseProxyFeature(route.RouteId, clusterId);
+        var feature = new ReverseProxyFeature(route.RouteId, route.Config.ClusterId!);
         context.Features.Set<IReverseProxyFeature>(feature);
-        if (route.Config.MaxRequestBodySize is { } bodyLimit && !ApplyBodyLimit(context, bodyLimit))
+        // The cluster is looked up per request, so a reloaded cluster serves unchanged routes at once.
+        manager.Current.Clusters.TryGetValue(feature.ClusterId, out var cluster);
+        return ForwardAsync(new HttpContextFront(context), feature, route, cluster);
+    }
+
+    /// <summary>
+    /// Forwards one request of <paramref name="route"/> to <paramref name="cluster"/> (null: it no longer exists): the
+    /// body limit, destination choice and admission, then the forwarder. The ASP.NET Core endpoint and the direct path
+    /// (Proxy.Relay, no HttpContext) both come here.
+    /// </summary>
+    internal async Task ForwardAsync<TFront>(TFront front, ReverseProxyFeature feature, RouteState route, ClusterState? cluster)
+        where TFront : IForwardingFront
+    {
+        var clusterId = feature.ClusterId;
+        if (route.Config.MaxRequestBodySize is { } bodyLimit && !front.ApplyBodyLimit(bodyLimit))
         {
-            await RefuseAsync(context, feature, ForwarderError.RequestBodyClient,
+            await RefuseAsync(front, feature, ForwarderError.RequestBodyClient,
                 $"The request body is larger than route '{route.RouteId}' accepts ({bodyLimit.ToString(CultureInfo.InvariantCulture)} bytes).", StatusCodes.Status413PayloadTooLarge);
             return;
         }
 
-        // The cluster is looked up per request, so a reloaded cluster serves unchanged routes at once.
-        if (!manager.Current.Clusters.TryGetValue(clusterId, out var cluster))
+        if (cluster is null)
         {
-            await RefuseAsync(context, feature, ForwarderError.NoAvailableDestinations, $"Cluster '{clusterId}' no longer exists.");
+            await RefuseAsync(front, feature, ForwarderError.NoAvailableDestinations, $"Cluster '{clusterId}' no longer exists.");
             return;
         }
 
         var available = cluster.AvailableDestinations();
         // Session affinity first: a request whose key names an available destination goes there, load balancing aside.
-        var (affinity, destination) = cluster.Affinity?.Find(context, available) ?? (AffinityOutcome.NoKey, null);
+        // NOTE: the direct path takes no request of a cluster with affinity (it has no HttpContext to read the key from).
+        var context = front.HttpContext;
+        var (affinity, destination) = context is not null && cluster.Affinity is { } sessionAffinity
+            ? sessionAffinity.Find(context, available)
+            : (AffinityOutcome.NoKey, null);
         if (affinity == AffinityOutcome.Failed)
         {
             Log.AffinityFailed(logger, clusterId, cluster.Affinity!.Return503OnFailure ? SessionAffinityFailurePolicies.Return503Error : SessionAffinityFailurePolicies.Redistribute);
             if (cluster.Affinity.Return503OnFailure)
             {
-                await RefuseAsync(context, feature, ForwarderError.NoAvailableDestinations,
+                await RefuseAsync(front, feature, ForwarderError.NoAvailableDestinations,
                     $"The session affinity key names no available destination of cluster '{clusterId}' (FailurePolicy {SessionAffinityFailurePolicies.Return503Error}).");
                 return;
             }
         }
 
-        destination ??= available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(context, cluster, available);
-        if (destination is not null && affinity != AffinityOutcome.Found)
+        // NOTE: context is null only on the direct path, which takes only clusters with a built-in policy (none reads it).
+        destination ??= available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(context!, cluster, available);
+        if (destination is not null && affinity != AffinityOutcome.Found && context is not null)
         {
             cluster.Affinity?.Affinitize(context, destination);
         }
@@ -66,7 +83,7 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
             var reason = cluster.Destinations.Count == 0 || available.Count != 0
                 ? $"Cluster '{clusterId}' has no available destination."
                 : $"Cluster '{clusterId}' has no available destination: all {cluster.Destinations.Count} are unhealthy (AvailableDestinationsPolicy {(cluster.PanicWhenNoneAvailable ? AvailableDestinationsPolicies.HealthyOrPanic : AvailableDestinationsPolicies.HealthyAndUnknown)}).";
-            await RefuseAsync(context, feature, ForwarderError.NoAvailableDestinations, reason);
+            await RefuseAsync(front, feature, ForwarderError.NoAvailableDestinations, reason);
             return;
         }
 
@@ -77,9 +94,9 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         AdmissionResult admission;
         try
         {
-            admission = await gate.AcquireAsync(destinationMetrics, context.RequestAborted);
+            admission = await gate.AcquireAsync(destinationMetrics, front.RequestAborted);
         }
-        catch (OperationCanceledException) when (context.RequestAborted.IsCancellationRequested)
+        catch (OperationCanceledException) when (front.RequestAborted.IsCancellationRequested)
         {
             return; // The client left while queued; there is nobody to answer.
         }
@@ -89,7 +106,7 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
             var reason = admission == AdmissionResult.QueueFull
                 ? $"Destination '{destination.DestinationId}' of cluster '{clusterId}' is at capacity and its queue is full."
                 : $"Destination '{destination.DestinationId}' of cluster '{clusterId}' had no free slot within {gate.QueueTimeout.TotalMilliseconds.ToString(CultureInfo.InvariantCulture)} ms.";
-            await RefuseAsync(context, feature, admission == AdmissionResult.QueueFull ? ForwarderError.QueueFull : ForwarderError.QueueTimeout, reason);
+            await RefuseAsync(front, feature, admission == AdmissionResult.QueueFull ? ForwarderError.QueueFull : ForwarderError.QueueTimeout, reason);
             return;
         }
 
@@ -106,20 +123,29 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
                     Timeout = route.Config.Timeout,
                 };
             // The native transport (our own client connections) when the cluster has one; a replaced IHttpForwarder keeps its own path.
-            var error = forwarder is HttpForwarder ours
-                ? await ours.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer, cluster.NativeTransport)
-                : await forwarder.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer);
+            ForwarderError error;
+            if (context is null)
+            {
+                // The direct path: only clusters on the native transport and our own forwarder come here.
+                error = await ((HttpForwarder)forwarder).SendDirectAsync(front, destination.Config.Address, config, route.Transformer, cluster.NativeTransport!);
+            }
+            else
+            {
+                error = forwarder is HttpForwarder ours
+                    ? await ours.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer, cluster.NativeTransport)
+                    : await forwarder.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer);
+            }
+
             // Passive health: a destination whose transport keeps failing is sat out for the
             // reactivation period instead of failing a share of all requests.
             // A gRPC call whose own grpc-timeout expired says nothing about the destination (tiny client deadlines would
             // otherwise sit healthy destinations out).
-            var clientDeadline = context.Features.Get<IForwarderErrorFeature>() is ForwarderErrorFeature { ClientDeadlineExpired: true };
-            passiveHealth.RequestCompleted(cluster, destination, error, clientDeadline);
+            passiveHealth.RequestCompleted(cluster, destination, error, front.ClientDeadlineExpired);
             // The request timeouts middleware (a route's TimeoutPolicy or Timeout under UseRequestTimeouts) answers with its
             // policy's status and body only when the endpoint throws; the forwarder's plain 504 stands for gRPC, whose
             // clients need the status in trailers.
-            if (error == ForwarderError.RequestTimedOut && !context.Response.HasStarted && !GrpcProtocol.IsGrpc(context.Request.ContentType)
-                && ForwardingCancellation.RequestTimeoutOf(context) is { IsCancellationRequested: true } timedOut)
+            if (error == ForwarderError.RequestTimedOut && !front.HasStarted && !GrpcProtocol.IsGrpc(front.RequestContentType)
+                && front.RequestTimeout is { IsCancellationRequested: true } timedOut)
             {
                 throw new OperationCanceledException("The route's request timeout expired.", timedOut);
             }
@@ -132,47 +158,30 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         }
     }
 
-    /// <summary>
-    /// Sets the route's MaxRequestBodySize on the server's per-request limit (-1 = none). False when the request declares a
-    /// longer body: it is refused before a destination is chosen, so no backend sees any of it.
-    /// </summary>
-    private static bool ApplyBodyLimit(HttpContext context, long limit)
-    {
-        // Read-only once something read the body; the server's own limit then already applied.
-        if (context.Features.Get<IHttpMaxRequestBodySizeFeature>() is { IsReadOnly: false } size)
-        {
-            size.MaxRequestBodySize = limit < 0 ? null : limit;
-        }
-
-        return limit < 0 || !(context.Request.ContentLength > limit);
-    }
-
-    private async Task RefuseAsync(HttpContext context, ReverseProxyFeature feature, ForwarderError error, string reason,
+    private async Task RefuseAsync<TFront>(TFront front, ReverseProxyFeature feature, ForwarderError error, string reason,
         int status = StatusCodes.Status503ServiceUnavailable)
+        where TFront : IForwardingFront
     {
         var started = metrics.RequestStarted(feature.ClusterId);
-        context.Features.Set<IForwarderErrorFeature>(new ForwarderErrorFeature(error, null));
-        var response = context.Response;
-        if (GrpcProtocol.IsGrpc(context.Request.ContentType))
+        front.RecordError(error, null, clientDeadlineExpired: false);
+        if (GrpcProtocol.IsGrpc(front.RequestContentType))
         {
-            GrpcProtocol.SetTrailersOnlyResponse(response, GrpcProtocol.StatusUnavailable, reason);
+            front.SetGrpcTrailersOnly(GrpcProtocol.StatusUnavailable, reason);
         }
         else
         {
             // An explicit reason beats a bare 503: the operator sees which pool is too small.
-            response.StatusCode = status;
-            response.ContentType = "text/plain; charset=utf-8";
             try
             {
-                await response.WriteAsync(reason + "\n", context.RequestAborted);
+                await front.WriteTextResponseAsync(status, reason + "\n", front.RequestAborted);
             }
-            catch (Exception) when (context.RequestAborted.IsCancellationRequested)
+            catch (Exception) when (front.RequestAborted.IsCancellationRequested)
             {
                 // The client left while we answered: the refusal below is still the outcome to report.
             }
         }
 
-        Log.ForwardingFailed(logger, error, feature.RouteId, feature.ClusterId, feature.DestinationId, response.StatusCode, null);
-        metrics.RequestEnded(started, feature.RouteId, feature.ClusterId, response.StatusCode, error);
+        Log.ForwardingFailed(logger, error, feature.RouteId, feature.ClusterId, feature.DestinationId, front.StatusCode, null);
+        metrics.RequestEnded(started, feature.RouteId, feature.ClusterId, front.StatusCode, error);
     }
 }

@@ -37,20 +37,58 @@ internal static class ForwardingTracing
             return null;
         }
 
+        var headers = context.Request.Headers;
+        var traceParent = headers[TraceParent];
+        var traceState = headers[TraceState];
+        return Start(context.Request.Method, traceParent.Count == 1 ? traceParent[0] : null, traceState.Count == 1 ? traceState[0] : null, proxy);
+    }
+
+    /// <summary>The same for a request known by its field list (the direct path: no HttpContext, no hosting span).</summary>
+    public static Activity? Start(string method, IReadOnlyList<KeyValuePair<string, string>> fields, IReverseProxyFeature? proxy)
+    {
+        if (!Source.HasListeners())
+        {
+            return null;
+        }
+
+        string? traceParent = null;
+        string? traceState = null;
+        var parents = 0;
+        var states = 0;
+        for (var i = 0; i < fields.Count; i++)
+        {
+            if (fields[i].Key.Equals(TraceParent, StringComparison.OrdinalIgnoreCase))
+            {
+                traceParent = fields[i].Value;
+                parents++;
+            }
+            else if (fields[i].Key.Equals(TraceState, StringComparison.OrdinalIgnoreCase))
+            {
+                traceState = fields[i].Value;
+                states++;
+            }
+        }
+
+        return Start(method, parents == 1 ? traceParent : null, states == 1 ? traceState : null, proxy);
+    }
+
+    private static Activity? Start(string method, string? traceParent, string? traceState, IReverseProxyFeature? proxy)
+    {
         Activity? activity;
-        if (Activity.Current is null && TryReadParent(context.Request.Headers, out var parent))
+        if (Activity.Current is null && traceParent is not null
+            && ActivityContext.TryParse(traceParent, traceState, isRemote: true, out var parent))
         {
             // No server span (the host created no hosting activity): the client's trace context is the parent directly.
-            activity = Source.StartActivity(context.Request.Method, ActivityKind.Client, parent);
+            activity = Source.StartActivity(method, ActivityKind.Client, parent);
         }
         else
         {
-            activity = Source.StartActivity(context.Request.Method, ActivityKind.Client);
+            activity = Source.StartActivity(method, ActivityKind.Client);
         }
 
         if (activity is { IsAllDataRequested: true })
         {
-            activity.SetTag("http.request.method", context.Request.Method);
+            activity.SetTag("http.request.method", method);
             activity.SetTag("proxy.route", proxy?.RouteId);
             activity.SetTag("proxy.cluster", proxy?.ClusterId);
             activity.SetTag("proxy.destination", proxy?.DestinationId);
@@ -100,17 +138,5 @@ internal static class ForwardingTracing
         {
             head.Headers.Add(new(TraceState, state));
         }
-    }
-
-    private static bool TryReadParent(IHeaderDictionary headers, out ActivityContext parent)
-    {
-        parent = default;
-        var traceParent = headers[TraceParent];
-        if (traceParent.Count != 1)
-        {
-            return false;
-        }
-        var traceState = headers[TraceState];
-        return ActivityContext.TryParse(traceParent[0], traceState.Count == 1 ? traceState[0] : null, isRemote: true, out parent);
     }
 }

@@ -33,9 +33,12 @@ internal static partial class Log
     /// stack trace, so an h2spec run or a burst of cancelled calls does not bury real faults. What the backend or the
     /// proxy caused stays a Warning with the exception. The metrics count both (error.type).
     /// </summary>
-    public static void Outcome(ILogger logger, ForwarderError error, Microsoft.AspNetCore.Http.HttpContext context, Exception? exception, bool clientDeadlineExpired)
+    public static void Outcome(ILogger logger, ForwarderError error, Microsoft.AspNetCore.Http.HttpContext context, Exception? exception, bool clientDeadlineExpired) =>
+        Outcome(logger, error, context.Features.Get<IReverseProxyFeature>(), context.Response.StatusCode, exception, clientDeadlineExpired);
+
+    /// <summary>The same, for a request the forwarder knows by its route and the status it answered with.</summary>
+    public static void Outcome(ILogger logger, ForwarderError error, IReverseProxyFeature? proxy, int statusCode, Exception? exception, bool clientDeadlineExpired)
     {
-        var proxy = context.Features.Get<IReverseProxyFeature>();
         if (IsClientCaused(error, clientDeadlineExpired))
         {
             if (logger.IsEnabled(LogLevel.Debug))
@@ -48,7 +51,7 @@ internal static partial class Log
         }
         else
         {
-            ForwardingFailed(logger, error, proxy?.RouteId, proxy?.ClusterId, proxy?.DestinationId, context.Response.StatusCode, exception);
+            ForwardingFailed(logger, error, proxy?.RouteId, proxy?.ClusterId, proxy?.DestinationId, statusCode, exception);
         }
     }
 

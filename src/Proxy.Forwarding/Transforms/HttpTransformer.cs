@@ -89,6 +89,26 @@ public class HttpTransformer
         }
     }
 
+    // ---- The direct path's (Proxy.Relay: our server's exchange, no HttpContext) ----
+
+    /// <summary>True when the direct path can run this transformer: it needs no HttpContext (a derived transformer may).</summary>
+    internal virtual bool SupportsDirect => GetType() == typeof(HttpTransformer);
+
+    /// <summary>Fills the backend head from <paramref name="source"/>, as <see cref="TryTransformRequestNative"/> does from an HttpContext.</summary>
+    internal virtual void TransformRequestDirect(TransformSource source, ForwarderRequestHead head, NativeDestination destination, string? destinationHost)
+    {
+        HeaderRules.CopyRequestHeaders(source.Fields, head);
+        head.PathAndQuery = destination.Target(source.Path, source.QueryString);
+    }
+
+    /// <summary>Copies the backend's response head into the client's (empty) field list.</summary>
+    internal virtual void TransformResponseDirect(ForwarderBackendCall call, ICollection<KeyValuePair<string, string>> headers, bool lowercase) =>
+        HeaderRules.CopyResponseFields(call.ResponseHeaders, headers, allowed: null, lowercase);
+
+    /// <summary>Copies the backend's trailers into the client's (empty) trailer list.</summary>
+    internal virtual void TransformTrailersDirect(ForwarderBackendCall call, ICollection<KeyValuePair<string, string>> trailers, bool lowercase) =>
+        HeaderRules.CopyResponseFields(call.ResponseTrailers, trailers, allowed: null, lowercase);
+
     /// <summary>Joins a destination prefix (which may carry a base path) with a request path and query.</summary>
     public static Uri MakeDestinationAddress(string destinationPrefix, PathString path, QueryString query)
     {

@@ -26,6 +26,8 @@ internal sealed class PathSetTransform(PathString path) : RequestTransform
 /// <summary>Rebuilds the path from a template filled with the route's values (<c>/v2/{**rest}</c>).</summary>
 internal sealed class PathPatternTransform(string pattern) : RequestTransform
 {
+    public override bool NeedsHttpContext => true; // the route values
+
     public override void Apply(RequestTransformContext context)
     {
         var values = context.HttpContext.Request.RouteValues;
@@ -131,11 +133,12 @@ internal sealed class XForwardedTransform(string headerPrefix, ForwardedAction f
 
     public override void Apply(RequestTransformContext context)
     {
-        var request = context.HttpContext.Request;
-        ApplyOne(context, _forName, forAction, context.HttpContext.Connection.RemoteIpAddress?.ToString());
-        ApplyOne(context, _protoName, proto, request.Scheme);
-        ApplyOne(context, _hostName, host, request.Host.HasValue ? request.Host.ToUriComponent() : null);
-        ApplyOne(context, _prefixName, prefix, request.PathBase.HasValue ? request.PathBase.ToUriComponent() : null);
+        ApplyOne(context, _forName, forAction, context.RemoteIpAddress?.ToString());
+        ApplyOne(context, _protoName, proto, context.Scheme);
+        var requestHost = context.Host;
+        ApplyOne(context, _hostName, host, requestHost.HasValue ? requestHost.ToUriComponent() : null);
+        var pathBase = context.PathBase;
+        ApplyOne(context, _prefixName, prefix, pathBase.HasValue ? pathBase.ToUriComponent() : null);
     }
 
     private static void ApplyOne(RequestTransformContext context, string name, ForwardedAction action, string? value)
@@ -176,26 +179,26 @@ internal sealed class ForwardedTransform(bool forParam, bool proto, bool host, b
             return;
         }
 
-        var http = context.HttpContext;
         var parts = new List<string>(4);
-        if (by && http.Connection.LocalIpAddress is { } local)
+        if (by && context.LocalIpAddress is { } local)
         {
             parts.Add("by=" + Node(local));
         }
 
-        if (forParam && http.Connection.RemoteIpAddress is { } remote)
+        if (forParam && context.RemoteIpAddress is { } remote)
         {
             parts.Add("for=" + Node(remote));
         }
 
-        if (host && http.Request.Host.HasValue)
+        var requestHost = context.Host;
+        if (host && requestHost.HasValue)
         {
-            parts.Add("host=\"" + http.Request.Host.ToUriComponent() + "\"");
+            parts.Add("host=\"" + requestHost.ToUriComponent() + "\"");
         }
 
         if (proto)
         {
-            parts.Add("proto=" + http.Request.Scheme);
+            parts.Add("proto=" + context.Scheme);
         }
 
         var value = string.Join(';', parts);

@@ -67,6 +67,50 @@ internal sealed class StructuredTransformer(
         return true;
     }
 
+    /// <summary>Every request transform works without an HttpContext, and no response transform needs the pipeline's response.</summary>
+    internal override bool SupportsDirect { get; } = responseTransforms.Count == 0 && requestTransforms.All(t => !t.NeedsHttpContext);
+
+    internal override void TransformRequestDirect(TransformSource source, ForwarderRequestHead head, NativeDestination destination, string? destinationHost)
+    {
+        if (requestHeaders.Enabled)
+        {
+            HeaderRules.CopyRequestHeaders(source.Fields, head, requestHeaders.Allowed);
+        }
+
+        var context = new RequestTransformContext(source, new HeadRequestHeaders(head), destination.Prefix);
+        foreach (var transform in requestTransforms)
+        {
+            transform.Apply(context);
+        }
+
+        head.PathAndQuery = destination.Target(context.Path, context.QueryString);
+        head.Method = context.Method;
+        if (useOriginalHost && source.Host.HasValue)
+        {
+            head.Authority = source.Host.Value;
+        }
+        else if (destinationHost is not null && !head.Headers.Exists(f => f.Key.Equals("Host", StringComparison.OrdinalIgnoreCase)))
+        {
+            head.Authority = destinationHost;
+        }
+    }
+
+    internal override void TransformResponseDirect(ForwarderBackendCall call, ICollection<KeyValuePair<string, string>> headers, bool lowercase)
+    {
+        if (responseHeaders.Enabled)
+        {
+            HeaderRules.CopyResponseFields(call.ResponseHeaders, headers, responseHeaders.Allowed, lowercase);
+        }
+    }
+
+    internal override void TransformTrailersDirect(ForwarderBackendCall call, ICollection<KeyValuePair<string, string>> trailers, bool lowercase)
+    {
+        if (responseTrailers.Enabled)
+        {
+            HeaderRules.CopyResponseFields(call.ResponseTrailers, trailers, responseTrailers.Allowed, lowercase);
+        }
+    }
+
     // YARP's destination Host: a fallback when no transform chose the host.
     private static string? DestinationHost(HttpContext httpContext) =>
         (httpContext.Features.Get<IReverseProxyFeature>() as ReverseProxyFeature)?.DestinationHost;

@@ -80,26 +80,84 @@ internal sealed class HeadRequestHeaders(Forwarder.ForwarderRequestHead head) : 
     }
 }
 
+/// <summary>
+/// The client request as transforms read it when there is no HttpContext (the direct path on our server): the decoded
+/// path, the raw query and what the connection knows.
+/// </summary>
+internal abstract class TransformSource
+{
+    public abstract string Method { get; }
+
+    public abstract PathString Path { get; }
+
+    public abstract QueryString QueryString { get; }
+
+    public abstract string Scheme { get; }
+
+    public abstract HostString Host { get; }
+
+    public abstract System.Net.IPAddress? RemoteIpAddress { get; }
+
+    public abstract System.Net.IPAddress? LocalIpAddress { get; }
+
+    /// <summary>The request's header fields as received.</summary>
+    public abstract IReadOnlyList<KeyValuePair<string, string>> Fields { get; }
+}
+
 /// <summary>What request transforms see and change. The target is built from Path and Query at the end.</summary>
 // Owned by one request's transform pass.
-internal sealed class RequestTransformContext(HttpContext httpContext, ProxyRequestHeaders headers, string destinationPrefix)
+internal sealed class RequestTransformContext
 {
+    private readonly HttpContext? _httpContext;
+    private readonly TransformSource? _source;
+    private readonly ProxyRequestHeaders _headers;
     private Dictionary<string, StringValues>? _query;
 
-    public HttpContext HttpContext { get; } = httpContext;
+    public RequestTransformContext(HttpContext httpContext, ProxyRequestHeaders headers, string destinationPrefix)
+    {
+        _httpContext = httpContext;
+        _headers = headers;
+        DestinationPrefix = destinationPrefix;
+        Path = httpContext.Request.Path;
+        Method = httpContext.Request.Method;
+    }
 
-    public string DestinationPrefix { get; } = destinationPrefix;
+    public RequestTransformContext(TransformSource source, ProxyRequestHeaders headers, string destinationPrefix)
+    {
+        _source = source;
+        _headers = headers;
+        DestinationPrefix = destinationPrefix;
+        Path = source.Path;
+        Method = source.Method;
+    }
 
-    public PathString Path { get; set; } = httpContext.Request.Path;
+    /// <summary>The request's HttpContext; only transforms that say <see cref="RequestTransform.NeedsHttpContext"/> use it.</summary>
+    public HttpContext HttpContext => _httpContext ?? throw new InvalidOperationException("This request has no HttpContext (the direct path).");
+
+    public string DestinationPrefix { get; }
+
+    public PathString Path { get; set; }
 
     /// <summary>The method the backend request will carry (HttpMethodChange changes it).</summary>
-    public string Method { get; set; } = httpContext.Request.Method;
+    public string Method { get; set; }
+
+    public string Scheme => _httpContext?.Request.Scheme ?? _source!.Scheme;
+
+    public HostString Host => _httpContext?.Request.Host ?? _source!.Host;
+
+    /// <summary>The app's path base (none on the direct path, which runs before any app).</summary>
+    public PathString PathBase => _httpContext?.Request.PathBase ?? default;
+
+    public System.Net.IPAddress? RemoteIpAddress => _httpContext is { } http ? http.Connection.RemoteIpAddress : _source!.RemoteIpAddress;
+
+    public System.Net.IPAddress? LocalIpAddress => _httpContext is { } http ? http.Connection.LocalIpAddress : _source!.LocalIpAddress;
 
     /// <summary>The query, materialised only when a transform touches it.</summary>
-    public Dictionary<string, StringValues> Query =>
-        _query ??= HttpContext.Request.Query.ToDictionary(q => q.Key, q => q.Value, StringComparer.OrdinalIgnoreCase);
+    public Dictionary<string, StringValues> Query => _query ??= _httpContext is { } http
+        ? http.Request.Query.ToDictionary(q => q.Key, q => q.Value, StringComparer.OrdinalIgnoreCase)
+        : new Dictionary<string, StringValues>(Microsoft.AspNetCore.WebUtilities.QueryHelpers.ParseQuery(_source!.QueryString.Value), StringComparer.OrdinalIgnoreCase);
 
-    public QueryString QueryString => _query is null ? HttpContext.Request.QueryString : QueryString.Create(_query);
+    public QueryString QueryString => _query is not null ? QueryString.Create(_query) : _httpContext?.Request.QueryString ?? _source!.QueryString;
 
     public void SetHeader(string name, string value)
     {
@@ -107,11 +165,11 @@ internal sealed class RequestTransformContext(HttpContext httpContext, ProxyRequ
         AppendHeader(name, value);
     }
 
-    public void AppendHeader(string name, string value) => headers.Append(name, value);
+    public void AppendHeader(string name, string value) => _headers.Append(name, value);
 
-    public void RemoveHeader(string name) => headers.Remove(name);
+    public void RemoveHeader(string name) => _headers.Remove(name);
 
-    public string? GetHeader(string name) => headers.Get(name);
+    public string? GetHeader(string name) => _headers.Get(name);
 }
 
 /// <summary>When a response transform applies (YARP's "When").</summary>
@@ -125,6 +183,9 @@ internal enum ResponseCondition
 /// <summary>A request transform.</summary>
 internal abstract class RequestTransform
 {
+    /// <summary>True when the transform reads what only an HttpContext has (route values, the client certificate): its route stays off the direct path.</summary>
+    public virtual bool NeedsHttpContext => false;
+
     public abstract void Apply(RequestTransformContext context);
 }
 

@@ -18,6 +18,8 @@ internal sealed class HttpMethodChangeTransform(string from, string to) : Reques
 /// <summary>YARP's QueryRouteParameter: a query parameter set or appended from a route value (nothing when the route has none).</summary>
 internal sealed class QueryRouteParameterTransform(string name, string routeValue, bool append) : RequestTransform
 {
+    public override bool NeedsHttpContext => true;
+
     public override void Apply(RequestTransformContext context)
     {
         if (RouteValue.Get(context, routeValue) is { } value)
@@ -30,6 +32,8 @@ internal sealed class QueryRouteParameterTransform(string name, string routeValu
 /// <summary>YARP's RequestHeaderRouteValue: a request header set or appended from a route value (nothing when the route has none).</summary>
 internal sealed class RequestHeaderRouteValueTransform(string header, string routeValue, bool append) : RequestTransform
 {
+    public override bool NeedsHttpContext => true;
+
     public override void Apply(RequestTransformContext context)
     {
         if (RouteValue.Get(context, routeValue) is { } value)
@@ -52,6 +56,8 @@ internal sealed class RequestHeaderRouteValueTransform(string header, string rou
 /// </summary>
 internal sealed class ClientCertTransform(string header) : RequestTransform
 {
+    public override bool NeedsHttpContext => true;
+
     public override void Apply(RequestTransformContext context)
     {
         context.RemoveHeader(header);
