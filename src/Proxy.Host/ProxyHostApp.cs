@@ -96,8 +96,14 @@ public sealed class ProxyHostApp : IAsyncDisposable
 
             // The native relay: the default transport on our server; on Kestrel clusters opt in with "Transport": "Native".
             builder.Services.AddProxyForwarding().LoadFromConfig(builder.Configuration.GetSection(ReverseProxySection)).AddNativeRelay();
+            var accessLog = builder.Configuration.GetSection(AccessLogOptions.Section).Get<AccessLogOptions>()?.Enabled == true;
+            if (DirectPathOptions.Read(builder.Configuration, server, accessLog, configFile))
+            {
+                builder.Services.AddDirectPath();
+            }
+
             var app = builder.Build();
-            if (builder.Configuration.GetSection(AccessLogOptions.Section).Get<AccessLogOptions>()?.Enabled == true)
+            if (accessLog)
             {
                 app.UseMiddleware<AccessLogMiddleware>(); // ahead of the proxy endpoints, so it sees each request end
             }

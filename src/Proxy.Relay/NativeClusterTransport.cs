@@ -82,12 +82,12 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
         };
     }
 
-    public async ValueTask<ForwarderBackendCall> StartAsync(HttpContext context, string destinationPrefix, ForwarderRequestHead head, CancellationToken cancellationToken)
+    public async ValueTask<ForwarderBackendCall> StartAsync(string? destinationId, string destinationPrefix, ForwarderRequestHead head, CancellationToken cancellationToken)
     {
         var pool = _pools.GetOrAdd(destinationPrefix, static (prefix, state) => new BackendPool(prefix, state.Self._settings, state.Self._logger, state.Self._time,
             state.Self._connectionMetrics is { } metrics ? new BackendPoolMetrics(metrics, state.Self._clusterId, state.DestinationId ?? prefix) : null,
             state.Self._tlsHosts.GetValueOrDefault(prefix)),
-            (Self: this, context.Features.Get<IReverseProxyFeature>()?.DestinationId));
+            (Self: this, DestinationId: destinationId));
         var request = new BackendRequest
         {
             Method = head.Method,

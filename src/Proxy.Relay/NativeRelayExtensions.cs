@@ -29,4 +29,22 @@ public static class NativeRelayExtensions
         services.TryAddEnumerable(ServiceDescriptor.Singleton<IForwarderTransport, NativeRelayTransport>(s => s.GetRequiredService<NativeRelayTransport>()));
         return services;
     }
+
+    /// <summary>
+    /// Turns on the direct path: requests of routes that need nothing from the ASP.NET Core pipeline are forwarded straight
+    /// from Proxy.Server's exchange to the native relay, with no HttpContext and no middleware. Turn it on only when no
+    /// middleware of yours must see proxied requests (an <c>app.Use</c> before the proxy endpoints would not see them).
+    /// Routes that name a policy (authorization, CORS, rate limiting, output cache, timeouts), carry endpoint conventions,
+    /// use transforms that need the HttpContext (route values, client certificate, response transforms, custom code), or
+    /// whose cluster uses session affinity, a custom load balancer or HttpClient stay on the pipeline; so does any request
+    /// endpoint routing would rank differently. The log says at the first request which routes go direct. Has no effect on
+    /// Kestrel. Also registers the native relay.
+    /// </summary>
+    public static IServiceCollection AddDirectPath(this IServiceCollection services)
+    {
+        ArgumentNullException.ThrowIfNull(services);
+        services.AddNativeRelay();
+        services.TryAddSingleton<Proxy.Server.IDirectRequestHandler, Direct.DirectPathHandler>();
+        return services;
+    }
 }

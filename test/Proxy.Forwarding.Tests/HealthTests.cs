@@ -108,6 +108,7 @@ public class HealthTests
                 b.Services.AddSingleton<TimeProvider>(time);
                 b.Configuration.AddInMemoryCollection(config);
                 b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+                ProxyTestHost.NeedsPipeline(b.Services);
             },
             app =>
             {

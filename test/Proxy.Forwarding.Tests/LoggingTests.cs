@@ -197,6 +197,7 @@ public class LoggingTests
                 b.Logging.SetMinimumLevel(LogLevel.Debug);
                 b.Configuration.AddInMemoryCollection(config);
                 b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+                ProxyTestHost.NeedsPipeline(b.Services);
             },
             a =>
             {

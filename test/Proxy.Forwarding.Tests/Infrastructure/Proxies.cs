@@ -20,6 +20,11 @@ public static class Proxies
             {
                 b.Configuration.AddInMemoryCollection(config);
                 b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+                if (middleware is not null || requestCompleted is not null)
+                {
+                    ProxyTestHost.NeedsPipeline(b.Services);
+                }
+
                 configure?.Invoke(b);
             },
             app =>

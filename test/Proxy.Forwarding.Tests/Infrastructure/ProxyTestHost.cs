@@ -63,6 +63,17 @@ public static class ProxyTestHost
     public static Task<TestApp> StartTlsProxyAsync(Action<WebApplicationBuilder> configure, Action<WebApplication> map, X509Certificate2 certificate) =>
         StartAsync(configure, map, TestProtocol.Http2, (builder, _) => UseServerOnTls(builder, certificate));
 
+    /// <summary>
+    /// The test puts its own middleware in front of the proxy and needs it to see every request: in the direct-path suite
+    /// that turns the direct path off (as a user with such middleware would leave it off); elsewhere it changes nothing.
+    /// </summary>
+    public static void NeedsPipeline(IServiceCollection services)
+    {
+#if DIRECT_PATH
+        Microsoft.Extensions.DependencyInjection.Extensions.ServiceCollectionDescriptorExtensions.RemoveAll<Proxy.Server.IDirectRequestHandler>(services);
+#endif
+    }
+
     /// <summary>Starts a backend. Backends always run on Kestrel: they are the fixed reference peer.</summary>
     public static Task<TestApp> StartBackendAsync(Action<WebApplication> map, TestProtocol protocol = TestProtocol.Http1) =>
         StartAsync(_ => { }, map, protocol, UseKestrel);
@@ -79,7 +90,9 @@ public static class ProxyTestHost
                 tls.ClientCertificateValidation = (_, _, _) => true;
             }));
         });
-#if NATIVE_RELAY
+#if DIRECT_PATH
+        Proxy.Relay.NativeRelayExtensions.AddDirectPath(builder.Services);
+#elif NATIVE_RELAY
         Proxy.Relay.NativeRelayExtensions.AddNativeRelay(builder.Services);
 #endif
     }
@@ -92,7 +105,9 @@ public static class ProxyTestHost
             o.MaxRequestBodySize = null;
             o.Listen(IPAddress.Loopback, 0, l => l.Protocols = protocol == TestProtocol.Http2 ? Proxy.Server.HttpProtocols.Http2 : Proxy.Server.HttpProtocols.Http1);
         });
-#if NATIVE_RELAY
+#if DIRECT_PATH
+        Proxy.Relay.NativeRelayExtensions.AddDirectPath(builder.Services);
+#elif NATIVE_RELAY
         // On Proxy.Server the native relay is every cluster's default transport.
         Proxy.Relay.NativeRelayExtensions.AddNativeRelay(builder.Services);
 #endif

@@ -1,0 +1,192 @@
+using Microsoft.AspNetCore.Routing;
+using Microsoft.Extensions.DependencyInjection;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Options;
+using Proxy.Forwarding;
+using Proxy.Forwarding.BackendPools;
+using Proxy.Forwarding.Configuration;
+using Proxy.Forwarding.Forwarder;
+using Proxy.Forwarding.Routing;
+using Proxy.Protocols;
+using Proxy.Server;
+using Proxy.Server.Features;
+using Proxy.Server.Internal;
+
+namespace Proxy.Relay.Direct;
+
+/// <summary>
+/// The direct path: a request whose route needs nothing from the ASP.NET Core pipeline is forwarded from the server's
+/// exchange to a backend exchange, with no HttpContext, no hosting layer and no endpoint routing in between. It runs the
+/// forwarder's own steps (destination choice, admission, transforms, the relay, outcomes, metrics, passive health) through
+/// <see cref="ExchangeFront"/>, so a request gets the same answer either way. Everything else goes to the app.
+/// </summary>
+/// <remarks>
+/// NOTE: opt-in (<see cref="NativeRelayExtensions.AddDirectPath(IServiceCollection)"/>; the standalone proxy's <c>DirectPath:Enabled</c>): middleware the app adds with <c>app.Use</c> does not see direct
+/// requests, and the table below cannot know it is there. Policies a route names (authorization, CORS, rate limiting,
+/// timeouts) and endpoint conventions do keep their routes on the pipeline.
+/// </remarks>
+// Shared by all connections; the route table is immutable and swapped whole when the endpoints change.
+internal sealed class DirectPathHandler : IDirectRequestHandler
+{
+    private readonly IServiceProvider _services;
+    private readonly ILogger _logger;
+    private readonly DateHeaderCache _dateCache;
+    private readonly long? _maxRequestBodySize;
+    private readonly bool _addServerHeader;
+    private readonly Lock _lock = new();
+    private ProxyStateManager? _manager;
+    private ProxyEndpointHandler? _endpointHandler;
+    private EndpointDataSource? _endpoints;
+    private bool _ownForwarder;
+    private volatile DirectRouteTable? _table;
+
+    public DirectPathHandler(IServiceProvider services, IOptions<ProxyServerOptions> serverOptions, ILoggerFactory loggers, TimeProvider time)
+    {
+        _services = services;
+        _logger = loggers.CreateLogger("Proxy.Relay.Direct");
+        _dateCache = new DateHeaderCache(time);
+        _maxRequestBodySize = serverOptions.Value.MaxRequestBodySize;
+        _addServerHeader = serverOptions.Value.AddServerHeader;
+    }
+
+    public Task? TryHandle(HttpExchange exchange)
+    {
+        // Only origin-form requests with nothing that turns the exchange into something else (CONNECT, upgrades).
+        if (exchange.RawTarget is not ['/', ..] || exchange.Method == "CONNECT" || exchange.RequestHeaders.Get("upgrade") is not null)
+        {
+            return null;
+        }
+
+        if (CurrentTable() is not { } table)
+        {
+            return null;
+        }
+
+        var (path, query) = RequestTarget.Split(exchange.RawTarget);
+        if (table.Match(exchange.Method, exchange.Authority, path) is not { } route
+            || !_manager!.Current.Clusters.TryGetValue(route.Config.ClusterId!, out var cluster)
+            || !CanGoDirect(cluster))
+        {
+            return null;
+        }
+
+        var request = new DirectRequest(exchange, new ReverseProxyFeature(route.RouteId, cluster.ClusterId), path, query, _maxRequestBodySize,
+            _dateCache, _addServerHeader);
+        return ForwardAsync(request, route, cluster);
+    }
+
+    /// <summary>What the route's cluster needs from the pipeline: session affinity reads cookies or headers through the HttpContext, a custom load balancer may, and HttpClient is the pipeline's transport.</summary>
+    private bool CanGoDirect(ClusterState cluster) =>
+        _ownForwarder && cluster.NativeTransport is not null && cluster.Affinity is null
+        && cluster.LoadBalancer.GetType().Assembly == typeof(ClusterState).Assembly;
+
+    private async Task ForwardAsync(DirectRequest request, RouteState route, ClusterState cluster)
+    {
+        var exchange = request.Exchange;
+        try
+        {
+            await _endpointHandler!.ForwardAsync(new ExchangeFront(request), request.Feature, route, cluster).ConfigureAwait(false);
+            if (!exchange.HasResponseStarted)
+            {
+                request.AddServerFields();
+            }
+
+            await exchange.CompleteAsync().ConfigureAwait(false);
+        }
+        catch (Exception ex)
+        {
+            // What the pipeline's server does when the app throws: a 500 if nothing was sent, else the stream is broken.
+            if (exchange.RequestAborted.IsCancellationRequested)
+            {
+                DirectLog.StoppedByClient(_logger, request.Feature.RouteId, ex.GetType().Name);
+            }
+            else
+            {
+                DirectLog.Failed(_logger, request.Feature.RouteId, ex);
+            }
+
+            if (!exchange.HasResponseStarted)
+            {
+                try
+                {
+                    request.ClearResponse();
+                    exchange.StatusCode = 500;
+                    request.AddServerFields();
+                    await exchange.CompleteAsync().ConfigureAwait(false);
+                    return;
+                }
+                catch (Exception)
+                {
+                    // Completing failed too: break the stream below.
+                }
+            }
+
+            exchange.Abort(0x2);
+        }
+    }
+
+    /// <summary>The table for the app's current endpoints (built on the first request, rebuilt when they change); null until the app mapped its endpoints.</summary>
+    private DirectRouteTable? CurrentTable()
+    {
+        var table = _table;
+        if (table is not null && ReferenceEquals(table.Source, _endpoints!.Endpoints))
+        {
+            return table;
+        }
+
+        lock (_lock)
+        {
+            if (_endpoints is null)
+            {
+                _manager = _services.GetService<ProxyStateManager>();
+                _endpointHandler = _services.GetService<ProxyEndpointHandler>();
+                if (_manager is null || _endpointHandler is null)
+                {
+                    return null; // the forwarding layer is not registered: nothing to take
+                }
+
+                _ownForwarder = _services.GetService<IHttpForwarder>() is HttpForwarder;
+                _endpoints = _services.GetRequiredService<EndpointDataSource>();
+            }
+
+            var endpoints = _endpoints.Endpoints;
+            if (_table is { } current && ReferenceEquals(current.Source, endpoints))
+            {
+                return current;
+            }
+
+            var fallbackAuthorization = _services.GetService<IOptions<Microsoft.AspNetCore.Authorization.AuthorizationOptions>>()?.Value.FallbackPolicy is not null;
+            var built = DirectRouteTable.Build(endpoints, fallbackAuthorization);
+
+            foreach (var (routeId, reason) in built.Routes)
+            {
+                if (reason is null)
+                {
+                    DirectLog.RouteDirect(_logger, routeId);
+                }
+                else
+                {
+                    DirectLog.RouteNotDirect(_logger, routeId, reason);
+                }
+            }
+
+            _table = built;
+            return built;
+        }
+    }
+}
+
+internal static partial class DirectLog
+{
+    [LoggerMessage(EventId = 40, Level = LogLevel.Information, Message = "Route '{RouteId}' takes the direct path (no ASP.NET Core pipeline).")]
+    public static partial void RouteDirect(ILogger logger, string routeId);
+
+    [LoggerMessage(EventId = 41, Level = LogLevel.Information, Message = "Route '{RouteId}' stays on the ASP.NET Core pipeline: {Reason}.")]
+    public static partial void RouteNotDirect(ILogger logger, string routeId, string reason);
+
+    [LoggerMessage(EventId = 42, Level = LogLevel.Error, Message = "A direct-path request of route '{RouteId}' failed.")]
+    public static partial void Failed(ILogger logger, string routeId, Exception exception);
+
+    [LoggerMessage(EventId = 43, Level = LogLevel.Debug, Message = "A direct-path request of route '{RouteId}' stopped: the client went away ({Exception}).")]
+    public static partial void StoppedByClient(ILogger logger, string routeId, string exception);
+}

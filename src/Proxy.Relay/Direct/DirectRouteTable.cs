@@ -1,0 +1,249 @@
+using Microsoft.AspNetCore.Authorization;
+using Microsoft.AspNetCore.Cors;
+using Microsoft.AspNetCore.Http;
+using Microsoft.AspNetCore.Http.Timeouts;
+using Microsoft.AspNetCore.RateLimiting;
+using Microsoft.AspNetCore.Routing;
+using Microsoft.AspNetCore.Routing.Template;
+using Proxy.Forwarding.Routing;
+
+namespace Proxy.Relay.Direct;
+
+/// <summary>
+/// Which route a request would reach, decided the way ASP.NET Core's endpoint routing decides it, over every endpoint of
+/// the app (not only the proxy's): the candidates whose path, host and method match, ordered by Order and then by route
+/// precedence. The direct path takes a request only when the winner is unambiguous and is a proxy route that needs
+/// nothing from the pipeline; whenever this table cannot be sure (a tie, a route parameter constraint, header or query
+/// matchers, a host pattern with a port) it answers null and the request goes through the pipeline as before.
+/// </summary>
+// Immutable once built; rebuilt (and swapped whole) when the app's endpoints change.
+internal sealed class DirectRouteTable
+{
+    private readonly Entry[] _entries;
+
+    private DirectRouteTable(Entry[] entries, IReadOnlyList<Endpoint> source)
+    {
+        _entries = entries;
+        Source = source;
+    }
+
+    /// <summary>The endpoint list this table was built from (a new list means the endpoints changed).</summary>
+    public IReadOnlyList<Endpoint> Source { get; }
+
+    /// <summary>Each proxy route with whether it goes direct, and why not.</summary>
+    public IEnumerable<(string RouteId, string? NotDirectBecause)> Routes =>
+        _entries.Where(e => e.Route is not null).Select(e => (e.Route!.RouteId, e.NotDirectBecause));
+
+    [ThreadStatic]
+    private static RouteValueDictionary? t_values;
+
+    /// <summary>The route to forward the request to on the direct path, or null when the pipeline must see it.</summary>
+    public RouteState? Match(string method, string authority, string path)
+    {
+        Entry? winner = null;
+        foreach (var entry in _entries)
+        {
+            if (winner is not null && (entry.Order != winner.Order || entry.Precedence != winner.Precedence))
+            {
+                break; // past the winner's rank: nothing below can take the request
+            }
+
+            var match = entry.Matches(method, authority, path);
+            if (match == MatchResult.No)
+            {
+                continue;
+            }
+
+            if (match == MatchResult.Unsure || winner is not null)
+            {
+                return null; // this table cannot rank it, or two endpoints tie: endpoint routing decides
+            }
+
+            winner = entry;
+        }
+
+        return winner is { NotDirectBecause: null } ? winner.Route : null;
+    }
+
+    /// <param name="fallbackAuthorization">
+    /// The app has an authorization FallbackPolicy: the authorization middleware applies it to every endpoint that names no
+    /// policy, so only routes that allow anonymous requests may skip the pipeline.
+    /// </param>
+    public static DirectRouteTable Build(IReadOnlyList<Endpoint> endpoints, bool fallbackAuthorization)
+    {
+        var entries = new List<Entry>(endpoints.Count);
+        foreach (var endpoint in endpoints)
+        {
+            entries.Add(Entry.For(endpoint, fallbackAuthorization));
+        }
+
+        entries.Sort(static (a, b) => a.Order != b.Order ? a.Order.CompareTo(b.Order) : a.Precedence.CompareTo(b.Precedence));
+        return new DirectRouteTable([.. entries], endpoints);
+    }
+
+    private enum MatchResult
+    {
+        No,
+        Yes,
+        Unsure,
+    }
+
+    private sealed class Entry
+    {
+        private TemplateMatcher? _matcher;
+        private string[]? _methods;
+        private string[]? _hosts;
+        private bool _unsureWhenPathMatches;
+
+        public int Order { get; private init; }
+
+        public decimal Precedence { get; private init; }
+
+        public RouteState? Route { get; private init; }
+
+        /// <summary>Null when the route goes direct; else the reason it does not (logged at startup).</summary>
+        public string? NotDirectBecause { get; private set; }
+
+        // Metadata that changes nothing a request goes through: the route itself, its match, and the "no policy" markers.
+        private static readonly Type[] Harmless =
+        [
+            typeof(RouteState), typeof(HostAttribute), typeof(HttpMethodMetadata), typeof(AllowAnonymousAttribute),
+            typeof(DisableCorsAttribute), typeof(DisableRateLimitingAttribute), typeof(DisableRequestTimeoutAttribute),
+        ];
+
+        public static Entry For(Endpoint endpoint, bool fallbackAuthorization)
+        {
+            if (endpoint is not RouteEndpoint routeEndpoint)
+            {
+                // Matched by something this table does not know: it may take any request, so nothing goes direct past it.
+                return new Entry { Order = int.MinValue, Precedence = decimal.MinValue, _unsureWhenPathMatches = true };
+            }
+
+            var pattern = routeEndpoint.RoutePattern;
+            var entry = new Entry
+            {
+                Order = routeEndpoint.Order,
+                Precedence = pattern.InboundPrecedence,
+                Route = endpoint.Metadata.GetMetadata<RouteState>(),
+            };
+            entry._matcher = new TemplateMatcher(new RouteTemplate(pattern), new RouteValueDictionary(pattern.Defaults));
+            // Constraints ({id:int}) are not checked here, and header/query matchers are not either: such an endpoint is a
+            // candidate this table cannot decide on.
+            entry._unsureWhenPathMatches = pattern.ParameterPolicies.Count > 0 || endpoint.Metadata.GetMetadata<RequestMatchersMetadata>() is not null;
+            if (endpoint.Metadata.GetMetadata<IHttpMethodMetadata>() is { HttpMethods.Count: > 0 } methods)
+            {
+                entry._methods = [.. methods.HttpMethods];
+            }
+
+            if (endpoint.Metadata.GetMetadata<IHostMetadata>() is { Hosts.Count: > 0 } hosts)
+            {
+                entry._hosts = [.. hosts.Hosts];
+                // Ports and bare wildcards follow HostMatcherPolicy's rules for default ports; leave those to it.
+                entry._unsureWhenPathMatches |= hosts.Hosts.Any(h => h.Contains(':') || h == "*");
+            }
+
+            entry.NotDirectBecause = entry.Route is null ? "not a proxy route"
+                : fallbackAuthorization && endpoint.Metadata.GetMetadata<IAllowAnonymous>() is null ? "the app's authorization FallbackPolicy applies to it"
+                : WhyNotDirect(endpoint, entry.Route, entry._unsureWhenPathMatches);
+            return entry;
+        }
+
+        private static string? WhyNotDirect(Endpoint endpoint, RouteState route, bool unsure)
+        {
+            var config = route.Config;
+            if (config.AuthorizationPolicy is { Length: > 0 } || config.CorsPolicy is { Length: > 0 } || config.RateLimiterPolicy is { Length: > 0 }
+                || config.OutputCachePolicy is { Length: > 0 } || config.TimeoutPolicy is { Length: > 0 } || config.Timeout is not null)
+            {
+                return "it names a policy (authorization, CORS, rate limiting, output cache or timeout), which the pipeline applies";
+            }
+
+            foreach (var item in endpoint.Metadata)
+            {
+                if (item is not (RequestMatchersMetadata or Microsoft.AspNetCore.Http.Metadata.IRouteDiagnosticsMetadata) && Array.IndexOf(Harmless, item.GetType()) < 0)
+                {
+                    return $"its endpoint carries {item.GetType().Name} (added by a convention), which the pipeline applies";
+                }
+            }
+
+            if (!route.Transformer.SupportsDirect)
+            {
+                return "a transform needs the HttpContext (route values, the client certificate, a response transform or custom code)";
+            }
+
+            return unsure ? "its match (constraints, header or query matchers, hosts with ports) is left to endpoint routing" : null;
+        }
+
+        public MatchResult Matches(string method, string authority, string path)
+        {
+            if (_matcher is null)
+            {
+                return MatchResult.Unsure;
+            }
+
+            if (_methods is not null && !MethodMatches(method))
+            {
+                return MatchResult.No;
+            }
+
+            if (_hosts is not null && !_unsureWhenPathMatches && !HostMatches(authority))
+            {
+                return MatchResult.No;
+            }
+
+            var values = t_values ??= new RouteValueDictionary();
+            try
+            {
+                if (!_matcher.TryMatch(new PathString(path), values))
+                {
+                    return MatchResult.No;
+                }
+            }
+            finally
+            {
+                values.Clear();
+            }
+
+            return _unsureWhenPathMatches ? MatchResult.Unsure : MatchResult.Yes;
+        }
+
+        private bool MethodMatches(string method)
+        {
+            foreach (var allowed in _methods!)
+            {
+                if (string.Equals(allowed, method, StringComparison.OrdinalIgnoreCase))
+                {
+                    return true;
+                }
+            }
+
+            return false;
+        }
+
+        /// <summary>"example.com" or "*.example.com" against the request's host (its port, if any, ignored: no entry names one).</summary>
+        private bool HostMatches(string authority)
+        {
+            var host = authority.AsSpan();
+            if (host.StartsWith("["))
+            {
+                var close = host.IndexOf(']');
+                host = close < 0 ? host : host[..(close + 1)];
+            }
+            else if (host.LastIndexOf(':') is var colon and >= 0)
+            {
+                host = host[..colon];
+            }
+
+            foreach (var allowed in _hosts!)
+            {
+                if (allowed.StartsWith("*.", StringComparison.Ordinal)
+                    ? host.Length > allowed.Length - 1 && host.EndsWith(allowed.AsSpan(1), StringComparison.OrdinalIgnoreCase)
+                    : host.Equals(allowed, StringComparison.OrdinalIgnoreCase))
+                {
+                    return true;
+                }
+            }
+
+            return false;
+        }
+    }
+}

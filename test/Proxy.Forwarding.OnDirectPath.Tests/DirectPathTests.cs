@@ -1,0 +1,129 @@
+using System.Net;
+using Microsoft.AspNetCore.Builder;
+using Microsoft.AspNetCore.Http;
+using Microsoft.Extensions.Configuration;
+using Proxy.Forwarding.Tests.Infrastructure;
+
+namespace Proxy.Forwarding.Tests;
+
+/// <summary>
+/// What only the direct path does: a request of an eligible route skips the pipeline (middleware does not see it), while a
+/// route that needs the pipeline, an endpoint of the app, and a request endpoint routing ranks otherwise still go through it.
+/// The rest of this suite (the whole forwarding suite, recompiled) shows direct requests get the pipeline's answers.
+/// </summary>
+public class DirectPathTests
+{
+    /// <summary>A proxy whose pipeline marks every response it sees with x-pipeline, plus an endpoint of its own at /local/{name}.</summary>
+    private static Task<TestApp> StartAsync(ProxyConfigDictionary config, TestProtocol protocol = TestProtocol.Http1) =>
+        ProxyTestHost.StartProxyAsync(
+            b =>
+            {
+                b.Configuration.AddInMemoryCollection(config);
+                b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+            },
+            app =>
+            {
+                app.Use((context, next) =>
+                {
+                    context.Response.Headers["x-pipeline"] = "1";
+                    return next(context);
+                });
+                app.MapGet("/local/{name}", (string name) => "local " + name);
+                app.MapProxyForwarding();
+            },
+            protocol);
+
+    private static ProxyConfigDictionary OneRoute(TestApp backend, bool h2cBackend = false)
+    {
+        var config = new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", backend.Url);
+        return h2cBackend ? config.H2c("c1") : config;
+    }
+
+    [Theory]
+    [InlineData(TestProtocol.Http1, false)]
+    [InlineData(TestProtocol.Http2, true)]
+    public async Task EligibleRoute_SkipsThePipeline_AndStillForwards(TestProtocol client, bool h2cBackend)
+    {
+        await using var backend = await Backends.StartEchoAsync(h2cBackend ? TestProtocol.Http2 : TestProtocol.Http1);
+        await using var proxy = await StartAsync(OneRoute(backend, h2cBackend), client);
+        using var http = proxy.CreateClient();
+
+        using var response = await http.GetAsync("/a/b%20c?x=1");
+        var echo = await response.ReadEchoAsync();
+
+        Assert.Equal(HttpStatusCode.OK, response.StatusCode);
+        Assert.Equal("/a/b c", echo.Path);
+        Assert.Equal("?x=1", echo.Query);
+        Assert.Equal("127.0.0.1", echo.Headers["x-forwarded-for"]);
+        Assert.False(response.Headers.Contains("x-pipeline"), "the direct path should have skipped the middleware");
+        Assert.True(response.Headers.Date.HasValue);
+        Assert.Equal("Kestrel", response.Headers.Server.ToString()); // the backend's, as on the pipeline
+    }
+
+    [Fact]
+    public async Task AppEndpoint_OutranksTheCatchAllRoute_AndRunsOnThePipeline()
+    {
+        await using var backend = await Backends.StartEchoAsync();
+        await using var proxy = await StartAsync(OneRoute(backend));
+        using var http = proxy.CreateClient();
+
+        using var local = await http.GetAsync("/local/x");
+        using var proxied = await http.GetAsync("/localx");
+
+        Assert.Equal("local x", await local.Content.ReadAsStringAsync());
+        Assert.True(local.Headers.Contains("x-pipeline"));
+        Assert.Equal("/localx", (await proxied.ReadEchoAsync()).Path);
+        Assert.False(proxied.Headers.Contains("x-pipeline"));
+    }
+
+    [Theory]
+    [InlineData("Timeout", "00:00:30")]                        // a policy the pipeline applies
+    [InlineData("Transforms:0:PathPattern", "/p/{**catch-all}")] // a transform that reads route values
+    public async Task RouteThatNeedsThePipeline_GoesThroughIt(string key, string value)
+    {
+        await using var backend = await Backends.StartEchoAsync();
+        var config = OneRoute(backend).Set("Routes:r1:" + key, value);
+        await using var proxy = await StartAsync(config);
+        using var http = proxy.CreateClient();
+
+        using var response = await http.GetAsync("/q");
+
+        Assert.Equal(HttpStatusCode.OK, response.StatusCode);
+        Assert.True(response.Headers.Contains("x-pipeline"));
+    }
+
+    [Fact]
+    public async Task RouteWithHeaderMatcher_LeftToEndpointRouting()
+    {
+        await using var backend = await Backends.StartEchoAsync();
+        var config = OneRoute(backend)
+            .Route("special", "c1", "/{**catch-all}")
+            .Set("Routes:special:Match:Headers:0:Name", "x-special")
+            .Set("Routes:special:Match:Headers:0:Values:0", "1")
+            .Set("Routes:special:Transforms:0:RequestHeader", "x-route")
+            .Set("Routes:special:Transforms:0:Set", "special");
+        await using var proxy = await StartAsync(config);
+        using var http = proxy.CreateClient();
+        using var request = new HttpRequestMessage(HttpMethod.Get, "/s");
+        request.Headers.Add("x-special", "1");
+
+        using var response = await http.SendAsync(request);
+
+        // Endpoint routing prefers the route with the header match; the direct path must not take the request from it.
+        Assert.Equal("special", (await response.ReadEchoAsync()).Headers["x-route"]);
+        Assert.True(response.Headers.Contains("x-pipeline"));
+    }
+
+    [Fact]
+    public async Task DeadDestination_502FromTheDirectPath()
+    {
+        var config = new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", Proxies.DeadAddress());
+        await using var proxy = await StartAsync(config);
+        using var http = proxy.CreateClient();
+
+        using var response = await http.GetAsync("/x");
+
+        Assert.Equal(HttpStatusCode.BadGateway, response.StatusCode);
+        Assert.False(response.Headers.Contains("x-pipeline"));
+    }
+}
