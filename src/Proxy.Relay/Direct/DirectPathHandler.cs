@@ -57,21 +57,33 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
             return null;
         }
 
-        if (CurrentTable() is not { } table)
+        DirectRequest request;
+        RouteState? route;
+        ClusterState? cluster;
+        try
         {
+            if (CurrentTable() is not { } table)
+            {
+                return null;
+            }
+
+            var (path, query) = RequestTarget.Split(exchange.RawTarget);
+            route = table.Match(exchange.Method, exchange.Authority, path);
+            if (route is null || !_manager!.Current.Clusters.TryGetValue(route.Config.ClusterId!, out cluster) || !CanGoDirect(cluster))
+            {
+                return null;
+            }
+
+            request = new DirectRequest(exchange, new ReverseProxyFeature(route.RouteId, cluster.ClusterId), path, query, _maxRequestBodySize,
+                _dateCache, _addServerHeader);
+        }
+        catch (Exception ex)
+        {
+            // Deciding must never cost the request: the pipeline gets it, as it would without the direct path.
+            DirectLog.DecisionFailed(_logger, ex);
             return null;
         }
 
-        var (path, query) = RequestTarget.Split(exchange.RawTarget);
-        if (table.Match(exchange.Method, exchange.Authority, path) is not { } route
-            || !_manager!.Current.Clusters.TryGetValue(route.Config.ClusterId!, out var cluster)
-            || !CanGoDirect(cluster))
-        {
-            return null;
-        }
-
-        var request = new DirectRequest(exchange, new ReverseProxyFeature(route.RouteId, cluster.ClusterId), path, query, _maxRequestBodySize,
-            _dateCache, _addServerHeader);
         return ForwardAsync(request, route, cluster);
     }
 
@@ -186,6 +198,9 @@ internal static partial class DirectLog
 
     [LoggerMessage(EventId = 42, Level = LogLevel.Error, Message = "A direct-path request of route '{RouteId}' failed.")]
     public static partial void Failed(ILogger logger, string routeId, Exception exception);
+
+    [LoggerMessage(EventId = 44, Level = LogLevel.Warning, Message = "The direct path could not decide on a request; the pipeline takes it.")]
+    public static partial void DecisionFailed(ILogger logger, Exception exception);
 
     [LoggerMessage(EventId = 43, Level = LogLevel.Debug, Message = "A direct-path request of route '{RouteId}' stopped: the client went away ({Exception}).")]
     public static partial void StoppedByClient(ILogger logger, string routeId, string exception);
