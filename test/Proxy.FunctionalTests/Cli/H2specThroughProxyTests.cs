@@ -21,6 +21,7 @@ public sealed class H2specThroughProxyTests(ITestOutputHelper output) : IAsyncLi
     private readonly string _directory = Directory.CreateTempSubdirectory("proxy-h2spec-relay-").FullName;
     private TestHost? _backend;
     private TestHost? _proxy;
+    private TestHost? _directProxy;
 
     public async Task InitializeAsync()
     {
@@ -46,15 +47,25 @@ public sealed class H2specThroughProxyTests(ITestOutputHelper output) : IAsyncLi
             b.Configuration.AddInMemoryCollection(keys);
             b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
         });
+        // The same proxy with the direct path on: the requests skip the pipeline, and the answers must not change.
+        _directProxy = await TestHost.StartAsync(ServerKind.ProxyServer, app => app.MapProxyForwarding(), https: true, configureBuilder: b =>
+        {
+            b.Configuration.AddInMemoryCollection(keys);
+            b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+            Proxy.Relay.NativeRelayExtensions.AddDirectPath(b.Services);
+        });
     }
 
-    public static TheoryData<string, H2specTests.Mode> Cases()
+    public static TheoryData<string, H2specTests.Mode, bool> Cases()
     {
-        var data = new TheoryData<string, H2specTests.Mode>();
-        foreach (var backend in new[] { "h1", "h2" })
+        var data = new TheoryData<string, H2specTests.Mode, bool>();
+        foreach (var direct in new[] { false, true })
         {
-            data.Add(backend, H2specTests.Mode.CleartextStrict);
-            data.Add(backend, H2specTests.Mode.Tls);
+            foreach (var backend in new[] { "h1", "h2" })
+            {
+                data.Add(backend, H2specTests.Mode.CleartextStrict, direct);
+                data.Add(backend, H2specTests.Mode.Tls, direct);
+            }
         }
 
         return data;
@@ -62,10 +73,11 @@ public sealed class H2specThroughProxyTests(ITestOutputHelper output) : IAsyncLi
 
     [InteropTheory("h2spec")]
     [MemberData(nameof(Cases))]
-    public async Task H2spec_ThroughTheRelay_AllCasesPassAndTheRouteStillWorks(string backend, H2specTests.Mode mode)
+    public async Task H2spec_ThroughTheRelay_AllCasesPassAndTheRouteStillWorks(string backend, H2specTests.Mode mode, bool direct)
     {
-        var address = mode == H2specTests.Mode.Tls ? _proxy!.HttpsAddress! : _proxy!.H2cAddress;
-        var report = Path.Combine(_directory, $"report-{backend}-{mode}.xml");
+        var proxy = direct ? _directProxy! : _proxy!;
+        var address = mode == H2specTests.Mode.Tls ? proxy.HttpsAddress! : proxy.H2cAddress;
+        var report = Path.Combine(_directory, $"report-{backend}-{mode}-{(direct ? "direct" : "pipeline")}.xml");
         List<string> arguments = ["-h", "127.0.0.1", "-p", address.Port.ToString(), "-P", $"/{backend}/", "-j", report];
         arguments.Add(mode == H2specTests.Mode.Tls ? "-t" : "--strict");
         if (mode == H2specTests.Mode.Tls)
@@ -77,12 +89,12 @@ public sealed class H2specThroughProxyTests(ITestOutputHelper output) : IAsyncLi
 
         Assert.True(File.Exists(report), "h2spec wrote no JUnit report\n" + result);
         var summary = H2specReport.Parse(XDocument.Load(report));
-        output.WriteLine($"h2spec {mode} through the relay to an {backend} backend: {summary}");
+        output.WriteLine($"h2spec {mode} through the relay ({(direct ? "direct path" : "pipeline")}) to an {backend} backend: {summary}");
         Assert.True(summary.Total > 140, $"suspiciously few h2spec cases: {summary}\n{result}");
         Assert.True(summary.Failed.Count == 0, $"{summary}\nFailed cases:\n{string.Join("\n", summary.Failed)}");
         Assert.True(result.ExitCode == 0, result.ToString());
 
-        using var client = TestClients.Create(_proxy, mode == H2specTests.Mode.Tls ? HttpTransport.Http2Tls : HttpTransport.Http2Cleartext);
+        using var client = TestClients.Create(proxy, mode == H2specTests.Mode.Tls ? HttpTransport.Http2Tls : HttpTransport.Http2Cleartext);
         var answer = await client.GetStringAsync($"/{backend}/after");
         Assert.Equal(backend == "h1" ? "through HTTP/1.1" : "through HTTP/2", answer);
     }
@@ -92,6 +104,11 @@ public sealed class H2specThroughProxyTests(ITestOutputHelper output) : IAsyncLi
         if (_proxy is not null)
         {
             await _proxy.DisposeAsync();
+        }
+
+        if (_directProxy is not null)
+        {
+            await _directProxy.DisposeAsync();
         }
 
         if (_backend is not null)
