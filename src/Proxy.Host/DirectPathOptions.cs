@@ -15,9 +15,9 @@ public sealed class DirectPathOptions
 
     /// <summary>
     /// Reads the section; true when the direct path is on. A setting that cannot hold is a startup error naming its key:
-    /// the direct path on Kestrel, or beside the access log (middleware, which direct requests skip).
+    /// the direct path on Kestrel.
     /// </summary>
-    internal static bool Read(IConfiguration configuration, ProxyHostServer server, bool accessLog, string configFile)
+    internal static bool Read(IConfiguration configuration, ProxyHostServer server, string configFile)
     {
         var key = Section + ":" + nameof(Enabled);
         var text = configuration[key];
@@ -39,11 +39,6 @@ public sealed class DirectPathOptions
         if (server != ProxyHostServer.Proxy)
         {
             throw new HostStartupException($"{key} needs our server: Host:Server is {server}, where every request goes through the pipeline. Set Host:Server to Proxy or {key} to false.");
-        }
-
-        if (accessLog)
-        {
-            throw new HostStartupException($"{key} and AccessLog:Enabled cannot both be true: the access log is middleware, and direct requests skip the pipeline. Turn one of them off.");
         }
 
         return true;

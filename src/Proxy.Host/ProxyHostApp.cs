@@ -97,9 +97,14 @@ public sealed class ProxyHostApp : IAsyncDisposable
             // The native relay: the default transport on our server; on Kestrel clusters opt in with "Transport": "Native".
             builder.Services.AddProxyForwarding().LoadFromConfig(builder.Configuration.GetSection(ReverseProxySection)).AddNativeRelay();
             var accessLog = builder.Configuration.GetSection(AccessLogOptions.Section).Get<AccessLogOptions>()?.Enabled == true;
-            if (DirectPathOptions.Read(builder.Configuration, server, accessLog, configFile))
+            if (DirectPathOptions.Read(builder.Configuration, server, configFile))
             {
                 builder.Services.AddDirectPath();
+                if (accessLog)
+                {
+                    // Direct requests skip the access log middleware: the direct path reports them to the same log.
+                    builder.Services.AddSingleton<Proxy.Relay.Direct.IDirectRequestObserver, DirectAccessLog>();
+                }
             }
 
             var app = builder.Build();

@@ -34,7 +34,7 @@ internal sealed partial class AccessLogMiddleware(RequestDelegate next, ILoggerF
         }
 
         var start = Stopwatch.GetTimestamp();
-        var bytes = BodyByteCounts.Attach(context);
+        var bytes = CountingBodies.Attach(context);
         try
         {
             await next(context);
@@ -52,6 +52,22 @@ internal sealed partial class AccessLogMiddleware(RequestDelegate next, ILoggerF
 
     [LoggerMessage(1, LogLevel.Information,
         "{Method} {Path} {Protocol} {StatusCode} route={Route} cluster={Cluster} destination={Destination} duration={DurationMs}ms in={BytesIn} out={BytesOut} outcome={Outcome}")]
-    private static partial void Request(ILogger logger, string method, string path, string protocol, int statusCode,
+    internal static partial void Request(ILogger logger, string method, string path, string protocol, int statusCode,
         string? route, string? cluster, string? destination, double durationMs, long bytesIn, long bytesOut, ForwarderError outcome);
+}
+
+/// <summary>The access log of direct-path requests (DirectPath:Enabled): the same line, from what the direct path reports.</summary>
+// Shared by all requests; stateless.
+internal sealed class DirectAccessLog(ILoggerFactory loggers) : Proxy.Relay.Direct.IDirectRequestObserver
+{
+    private readonly ILogger _logger = loggers.CreateLogger(AccessLogOptions.Category);
+
+    public void RequestEnded(in Proxy.Relay.Direct.DirectRequestRecord record)
+    {
+        if (_logger.IsEnabled(LogLevel.Information))
+        {
+            AccessLogMiddleware.Request(_logger, record.Method, record.Path, record.Protocol, record.StatusCode, record.RouteId, record.ClusterId,
+                record.DestinationId, Math.Round(record.Duration.TotalMilliseconds, 3), record.BytesIn, record.BytesOut, record.Outcome);
+        }
+    }
 }

@@ -1,16 +1,14 @@
 using System.Buffers;
 using System.IO.Pipelines;
 using Microsoft.AspNetCore.Http.Features;
+using Proxy.Forwarding.Telemetry;
 
 namespace Proxy.Host.AccessLog;
 
-/// <summary>Bytes of one request's bodies as the app (the forwarder) read and wrote them.</summary>
-// Owned by one request: the request side only writes In, the response side only Out; read once the request is done.
-internal sealed class BodyByteCounts
+/// <summary>Puts counting wrappers around a request's bodies on the pipeline (the direct path counts with the same pipes).</summary>
+// Stateless.
+internal static class CountingBodies
 {
-    public long In;
-    public long Out;
-
     /// <summary>Puts counting wrappers around the request's and the response's body, both as pipe and as stream.</summary>
     public static BodyByteCounts Attach(HttpContext context)
     {
@@ -27,71 +25,6 @@ internal sealed class BodyByteCounts
     private sealed class RequestBodyPipe(PipeReader reader) : IRequestBodyPipeFeature
     {
         public PipeReader Reader { get; } = reader;
-    }
-
-    private sealed class CountingPipeReader(PipeReader inner, BodyByteCounts counts) : PipeReader
-    {
-        private ReadOnlySequence<byte> _last;
-
-        public override async ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
-        {
-            var result = await inner.ReadAsync(cancellationToken).ConfigureAwait(false);
-            _last = result.Buffer;
-            return result;
-        }
-
-        public override bool TryRead(out ReadResult result)
-        {
-            var read = inner.TryRead(out result);
-            _last = read ? result.Buffer : default;
-            return read;
-        }
-
-        public override void AdvanceTo(SequencePosition consumed) => AdvanceTo(consumed, consumed);
-
-        public override void AdvanceTo(SequencePosition consumed, SequencePosition examined)
-        {
-            counts.In += _last.Slice(0, consumed).Length; // consumed is a position in the buffer last handed out
-            _last = default;
-            inner.AdvanceTo(consumed, examined);
-        }
-
-        public override void CancelPendingRead() => inner.CancelPendingRead();
-
-        public override void Complete(Exception? exception = null) => inner.Complete(exception);
-
-        public override ValueTask CompleteAsync(Exception? exception = null) => inner.CompleteAsync(exception);
-    }
-
-    private sealed class CountingPipeWriter(PipeWriter inner, BodyByteCounts counts) : PipeWriter
-    {
-        public override bool CanGetUnflushedBytes => inner.CanGetUnflushedBytes;
-
-        public override long UnflushedBytes => inner.UnflushedBytes;
-
-        public override void Advance(int bytes)
-        {
-            counts.Out += bytes;
-            inner.Advance(bytes);
-        }
-
-        public override Memory<byte> GetMemory(int sizeHint = 0) => inner.GetMemory(sizeHint);
-
-        public override Span<byte> GetSpan(int sizeHint = 0) => inner.GetSpan(sizeHint);
-
-        public override ValueTask<FlushResult> FlushAsync(CancellationToken cancellationToken = default) => inner.FlushAsync(cancellationToken);
-
-        public override ValueTask<FlushResult> WriteAsync(ReadOnlyMemory<byte> source, CancellationToken cancellationToken = default)
-        {
-            counts.Out += source.Length;
-            return inner.WriteAsync(source, cancellationToken);
-        }
-
-        public override void CancelPendingFlush() => inner.CancelPendingFlush();
-
-        public override void Complete(Exception? exception = null) => inner.Complete(exception);
-
-        public override ValueTask CompleteAsync(Exception? exception = null) => inner.CompleteAsync(exception);
     }
 
     /// <summary>Counts what is read from it into In and what is written to it into Out.</summary>

@@ -1,3 +1,4 @@
+using System.Diagnostics;
 using Microsoft.AspNetCore.Routing;
 using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Logging;
@@ -7,6 +8,7 @@ using Proxy.Forwarding.BackendPools;
 using Proxy.Forwarding.Configuration;
 using Proxy.Forwarding.Forwarder;
 using Proxy.Forwarding.Routing;
+using Proxy.Forwarding.Telemetry;
 using Proxy.Protocols;
 using Proxy.Server;
 using Proxy.Server.Features;
@@ -37,6 +39,7 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
     private ProxyStateManager? _manager;
     private ProxyEndpointHandler? _endpointHandler;
     private EndpointDataSource? _endpoints;
+    private IDirectRequestObserver? _observer;
     private bool _ownForwarder;
     private volatile DirectRouteTable? _table;
 
@@ -93,6 +96,40 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
         && cluster.LoadBalancer.GetType().Assembly == typeof(ClusterState).Assembly;
 
     private async Task ForwardAsync(DirectRequest request, RouteState route, ClusterState cluster)
+    {
+        var exchange = request.Exchange;
+        var observer = _observer;
+        var started = 0L;
+        if (observer is not null)
+        {
+            started = Stopwatch.GetTimestamp();
+            request.Counts = new BodyByteCounts();
+        }
+
+        try
+        {
+            await ForwardCoreAsync(request, route, cluster).ConfigureAwait(false);
+        }
+        finally
+        {
+            if (observer is not null)
+            {
+                var counts = request.Counts!;
+                var feature = request.Feature;
+                try
+                {
+                    observer.RequestEnded(new DirectRequestRecord(exchange.Method, request.Path.Value ?? "/", exchange.Protocol, exchange.StatusCode,
+                        feature.RouteId, feature.ClusterId, feature.DestinationId, Stopwatch.GetElapsedTime(started), counts.In, counts.Out, request.Error));
+                }
+                catch (Exception ex)
+                {
+                    DirectLog.ObserverFailed(_logger, ex);
+                }
+            }
+        }
+    }
+
+    private async Task ForwardCoreAsync(DirectRequest request, RouteState route, ClusterState cluster)
     {
         var exchange = request.Exchange;
         try
@@ -158,6 +195,7 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
                 }
 
                 _ownForwarder = _services.GetService<IHttpForwarder>() is HttpForwarder;
+                _observer = _services.GetService<IDirectRequestObserver>();
                 _endpoints = _services.GetRequiredService<EndpointDataSource>();
             }
 
@@ -201,6 +239,9 @@ internal static partial class DirectLog
 
     [LoggerMessage(EventId = 44, Level = LogLevel.Warning, Message = "The direct path could not decide on a request; the pipeline takes it.")]
     public static partial void DecisionFailed(ILogger logger, Exception exception);
+
+    [LoggerMessage(EventId = 45, Level = LogLevel.Warning, Message = "An IDirectRequestObserver threw.")]
+    public static partial void ObserverFailed(ILogger logger, Exception exception);
 
     [LoggerMessage(EventId = 43, Level = LogLevel.Debug, Message = "A direct-path request of route '{RouteId}' stopped: the client went away ({Exception}).")]
     public static partial void StoppedByClient(ILogger logger, string routeId, string exception);

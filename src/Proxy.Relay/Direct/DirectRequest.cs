@@ -21,7 +21,15 @@ internal sealed class DirectRequest(HttpExchange exchange, ReverseProxyFeature f
     DateHeaderCache dateCache, bool addServerHeader) : TransformSource
 {
     private RequestBodyReader? _body;
+    private PipeReader? _countedBody;
+    private PipeWriter? _countedResponse;
     private long? _maxRequestBodySize = maxRequestBodySize;
+
+    /// <summary>Set when an observer wants the body byte counts: the bodies are then read and written through counting pipes.</summary>
+    public Forwarding.Telemetry.BodyByteCounts? Counts { get; set; }
+
+    /// <summary>The response body, counted when <see cref="Counts"/> is set.</summary>
+    public PipeWriter ResponseBody => Counts is null ? Exchange.ResponseBody : _countedResponse ??= new Forwarding.Telemetry.CountingPipeWriter(Exchange.ResponseBody, Counts);
 
     public HttpExchange Exchange { get; } = exchange;
 
@@ -69,7 +77,7 @@ internal sealed class DirectRequest(HttpExchange exchange, ReverseProxyFeature f
                 _body.Reset(_maxRequestBodySize);
             }
 
-            return _body;
+            return Counts is null ? _body : _countedBody ??= new Forwarding.Telemetry.CountingPipeReader(_body, Counts);
         }
     }
 
@@ -131,7 +139,7 @@ internal sealed class DirectRequest(HttpExchange exchange, ReverseProxyFeature f
         Exchange.ResponseHeaders.Add(IsHttp2 ? "content-type" : "Content-Type", "text/plain; charset=utf-8");
         Exchange.ResponseHeaders.Add(IsHttp2 ? "content-length" : "Content-Length", bytes.Length.ToString(CultureInfo.InvariantCulture));
         AddServerFields();
-        await Exchange.ResponseBody.WriteAsync(bytes, cancellationToken).ConfigureAwait(false);
+        await ResponseBody.WriteAsync(bytes, cancellationToken).ConfigureAwait(false);
     }
 
     public void SetGrpcTrailersOnly(int status, string message)
@@ -231,7 +239,7 @@ internal readonly struct ExchangeFront(DirectRequest request) : IForwardingFront
 
     public ValueTask StartResponseAsync(CancellationToken cancellationToken) => Exchange.StartResponseAsync(cancellationToken);
 
-    public PipeWriter ResponseBody => Exchange.ResponseBody;
+    public PipeWriter ResponseBody => request.ResponseBody;
 
     public void ClearResponse() => request.ClearResponse();
 
