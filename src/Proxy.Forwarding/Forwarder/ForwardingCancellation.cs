@@ -32,6 +32,9 @@ internal sealed class ForwardingCancellation : IDisposable
     private volatile bool _activityExpired;
     private volatile bool _deadlineExpired;
     private TimeSpan _activityTimeout;
+    // When the exchange last made progress (TimeProvider timestamp). Progress only writes this; the timer, when it comes
+    // due, re-arms itself for what is left of the quiet period, so a read or write costs a clock read, not a timer change.
+    private long _lastActivity;
     private CancellationToken _stopping;
 
     /// <param name="clientAborted">The client's RequestAborted.</param>
@@ -55,7 +58,8 @@ internal sealed class ForwardingCancellation : IDisposable
         {
             EnsureSource();
             _activityConfigured = true;
-            _activityTimer = CreateActivityTimer();
+            _lastActivity = time.GetTimestamp();
+            _activityTimer = CreateActivityTimer(activityTimeout);
         }
         if (deadline is { } d)
         {
@@ -67,7 +71,6 @@ internal sealed class ForwardingCancellation : IDisposable
                 self.Cancel();
             }, this, d, System.Threading.Timeout.InfiniteTimeSpan);
         }
-        ResetActivity();
     }
 
     /// <summary>Read it after <see cref="EndOnShutdown"/>: a token read before does not see the shutdown.</summary>
@@ -108,9 +111,9 @@ internal sealed class ForwardingCancellation : IDisposable
     /// <summary>Called after every read and write: the exchange made progress.</summary>
     public void ResetActivity()
     {
-        if (_activityTimer is { } timer && IsFinite(_activityTimeout))
+        if (_activityTimer is not null)
         {
-            timer.Change(_activityTimeout, System.Threading.Timeout.InfiniteTimeSpan);
+            Volatile.Write(ref _lastActivity, _time.GetTimestamp());
         }
     }
 
@@ -137,20 +140,43 @@ internal sealed class ForwardingCancellation : IDisposable
         }
         else
         {
-            _activityTimer ??= CreateActivityTimer();
-            ResetActivity();
+            Volatile.Write(ref _lastActivity, _time.GetTimestamp());
+            if (_activityTimer is { } timer)
+            {
+                timer.Change(timeout, System.Threading.Timeout.InfiniteTimeSpan);
+            }
+            else
+            {
+                _activityTimer = CreateActivityTimer(timeout);
+            }
         }
     }
 
     /// <summary>The exchange holds an activity timer now (it is released while the timeout is off).</summary>
     internal bool HasActivityTimer => _activityTimer is not null;
 
-    private ITimer CreateActivityTimer() => _time.CreateTimer(static state =>
+    private ITimer CreateActivityTimer(TimeSpan dueTime) =>
+        _time.CreateTimer(static state => ((ForwardingCancellation)state!).OnActivityTimerDue(), this, dueTime, System.Threading.Timeout.InfiniteTimeSpan);
+
+    /// <summary>The quiet period may be over: expire, or wait for what is left of it since the last progress.</summary>
+    private void OnActivityTimerDue()
     {
-        var self = (ForwardingCancellation)state!;
-        self._activityExpired = true;
-        self.Cancel();
-    }, this, System.Threading.Timeout.InfiniteTimeSpan, System.Threading.Timeout.InfiniteTimeSpan);
+        var timeout = _activityTimeout;
+        if (!IsFinite(timeout) || _activityTimer is not { } timer)
+        {
+            return; // turned off meanwhile
+        }
+
+        var quiet = _time.GetElapsedTime(Volatile.Read(ref _lastActivity));
+        if (quiet < timeout)
+        {
+            timer.Change(timeout - quiet, System.Threading.Timeout.InfiniteTimeSpan);
+            return;
+        }
+
+        _activityExpired = true;
+        Cancel();
+    }
 
     private static bool IsFinite(TimeSpan timeout) => timeout > TimeSpan.Zero && timeout != System.Threading.Timeout.InfiniteTimeSpan;
 
