@@ -55,9 +55,10 @@ public sealed class ClusterState
     {
         var all = Destinations;
         var healthy = 0;
-        foreach (var d in all)
+        // Indexed: foreach over the interface boxes the array's enumerator, an allocation per request.
+        for (var i = 0; i < all.Count; i++)
         {
-            if (d.Health != DestinationHealth.Unhealthy)
+            if (all[i].Health != DestinationHealth.Unhealthy)
             {
                 healthy++;
             }
@@ -74,11 +75,11 @@ public sealed class ClusterState
         }
 
         var list = new List<DestinationState>(healthy);
-        foreach (var d in all)
+        for (var i = 0; i < all.Count; i++)
         {
-            if (d.Health != DestinationHealth.Unhealthy)
+            if (all[i].Health != DestinationHealth.Unhealthy)
             {
-                list.Add(d);
+                list.Add(all[i]);
             }
         }
 

@@ -78,9 +78,9 @@ internal sealed class StructuredTransformer(
         }
 
         var context = new RequestTransformContext(source, new HeadRequestHeaders(head), destination.Prefix);
-        foreach (var transform in requestTransforms)
+        for (var i = 0; i < requestTransforms.Count; i++) // indexed: foreach over the interface boxes an enumerator per request
         {
-            transform.Apply(context);
+            requestTransforms[i].Apply(context);
         }
 
         head.PathAndQuery = destination.Target(context.Path, context.QueryString);
@@ -118,9 +118,9 @@ internal sealed class StructuredTransformer(
     private RequestTransformContext ApplyRequestTransforms(HttpContext httpContext, ProxyRequestHeaders headers, string destinationPrefix)
     {
         var context = new RequestTransformContext(httpContext, headers, destinationPrefix);
-        foreach (var transform in requestTransforms)
+        for (var i = 0; i < requestTransforms.Count; i++) // indexed: foreach over the interface boxes an enumerator per request
         {
-            transform.Apply(context);
+            requestTransforms[i].Apply(context);
         }
 
         return context;
@@ -177,11 +177,11 @@ internal sealed class StructuredTransformer(
 
     private void ApplyResponseTransforms(HttpContext httpContext, IHeaderDictionary headers, bool trailers, bool hasResponse)
     {
-        foreach (var transform in responseTransforms)
+        for (var i = 0; i < responseTransforms.Count; i++)
         {
-            if (transform.IsTrailer == trailers)
+            if (responseTransforms[i].IsTrailer == trailers)
             {
-                transform.Apply(httpContext, headers, hasResponse);
+                responseTransforms[i].Apply(httpContext, headers, hasResponse);
             }
         }
     }
