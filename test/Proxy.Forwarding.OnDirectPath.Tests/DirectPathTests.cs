@@ -2,6 +2,7 @@ using System.Net;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Http;
 using Microsoft.Extensions.Configuration;
+using Microsoft.Extensions.DependencyInjection;
 using Proxy.Forwarding.Tests.Infrastructure;
 
 namespace Proxy.Forwarding.Tests;
@@ -125,5 +126,57 @@ public class DirectPathTests
 
         Assert.Equal(HttpStatusCode.BadGateway, response.StatusCode);
         Assert.False(response.Headers.Contains("x-pipeline"));
+    }
+
+    [Fact]
+    public async Task CorsPreflight_ForARouteWithAPolicy_AnsweredByTheCorsMiddleware_NotForwardedByTheCatchAll()
+    {
+        await using var backend = await PolicyApps.StartCountingBackendAsync();
+        var config = new ProxyConfigDictionary().Destination("c1", "d1", backend.Url)
+            .Route("api", "c1", "/api/{**rest}").Set("Routes:api:CorsPolicy", PolicyApps.Partners).Set("Routes:api:Match:Methods:0", "PUT")
+            .Route("all", "c1", "/{**catch-all}");
+        await using var proxy = await PolicyApps.StartAsync(config);
+        using var http = proxy.CreateClient();
+        using var preflight = new HttpRequestMessage(HttpMethod.Options, "/api/x");
+        preflight.Headers.Add("Origin", PolicyApps.PartnerOrigin);
+        preflight.Headers.Add("Access-Control-Request-Method", "PUT");
+
+        using var response = await http.SendAsync(preflight);
+
+        // Endpoint routing matches the preflight to the api route (by the method it asks about); its CORS policy answers.
+        Assert.Equal(HttpStatusCode.NoContent, response.StatusCode);
+        Assert.Equal(PolicyApps.PartnerOrigin, response.Headers.GetValues("Access-Control-Allow-Origin").Single());
+    }
+
+    [Fact]
+    public async Task AppWithAGlobalRateLimiter_RoutesStayOnThePipeline()
+    {
+        await using var backend = await Backends.StartEchoAsync();
+        await using var proxy = await ProxyTestHost.StartProxyAsync(
+            b =>
+            {
+                b.Configuration.AddInMemoryCollection(OneRoute(backend));
+                b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+                b.Services.AddRateLimiter(o =>
+                {
+                    o.GlobalLimiter = System.Threading.RateLimiting.PartitionedRateLimiter.Create<HttpContext, string>(_ =>
+                        System.Threading.RateLimiting.RateLimitPartition.GetFixedWindowLimiter("all",
+                            _ => new System.Threading.RateLimiting.FixedWindowRateLimiterOptions { PermitLimit = 1, QueueLimit = 0, Window = TimeSpan.FromHours(1) }));
+                    o.RejectionStatusCode = 429;
+                });
+            },
+            app =>
+            {
+                app.UseRateLimiter();
+                app.MapProxyForwarding();
+            });
+        using var http = proxy.CreateClient();
+
+        using var first = await http.GetAsync("/x");
+        using var second = await http.GetAsync("/x");
+
+        // One request per hour: only the pipeline's rate limiting middleware can answer the second with 429.
+        Assert.Equal(HttpStatusCode.OK, first.StatusCode);
+        Assert.Equal(HttpStatusCode.TooManyRequests, second.StatusCode);
     }
 }

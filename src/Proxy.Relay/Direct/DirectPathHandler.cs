@@ -54,8 +54,12 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
 
     public Task? TryHandle(HttpExchange exchange)
     {
-        // Only origin-form requests with nothing that turns the exchange into something else (CONNECT, upgrades).
-        if (exchange.RawTarget is not ['/', ..] || exchange.Method == "CONNECT" || exchange.RequestHeaders.Get("upgrade") is not null)
+        // Only origin-form requests with nothing that turns the exchange into something else (CONNECT, upgrades); not CORS
+        // preflights (endpoint routing matches them against the method they ask about, for routes with a CORS policy, and
+        // the CORS middleware answers them); not IDN hosts (ASP.NET Core matches hosts on their Unicode form).
+        if (exchange.RawTarget is not ['/', ..] || exchange.Method == "CONNECT" || exchange.RequestHeaders.Get("upgrade") is not null
+            || (exchange.Method == "OPTIONS" && exchange.RequestHeaders.Get("access-control-request-method") is not null)
+            || exchange.Authority.Contains("xn--", StringComparison.OrdinalIgnoreCase))
         {
             return null;
         }
@@ -135,6 +139,33 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
         try
         {
             await _endpointHandler!.ForwardAsync(new ExchangeFront(request), request.Feature, route, cluster).ConfigureAwait(false);
+        }
+        catch (Exception ex)
+        {
+            // What our server does when the app throws (RequestFeatures.OnApplicationErrorAsync): the status of a bad request,
+            // else 500, with an empty body, when nothing was sent yet; else the stream is broken.
+            if (exchange.RequestAborted.IsCancellationRequested && ex is OperationCanceledException or IOException)
+            {
+                DirectLog.StoppedByClient(_logger, request.Feature.RouteId, ex.GetType().Name);
+            }
+            else
+            {
+                DirectLog.Failed(_logger, request.Feature.RouteId, ex);
+            }
+
+            if (exchange.HasResponseStarted)
+            {
+                exchange.Abort(0x2);
+                return;
+            }
+
+            request.ClearResponse();
+            exchange.StatusCode = ex is Microsoft.AspNetCore.Http.BadHttpRequestException bad ? bad.StatusCode : 500;
+            exchange.ResponseHeaders.Add(request.IsHttp2 ? "content-length" : "Content-Length", "0");
+        }
+
+        try
+        {
             if (!exchange.HasResponseStarted)
             {
                 request.AddServerFields();
@@ -144,35 +175,20 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
         }
         catch (Exception ex)
         {
-            // What the pipeline's server does when the app throws: a 500 if nothing was sent, else the stream is broken.
-            if (exchange.RequestAborted.IsCancellationRequested)
-            {
-                DirectLog.StoppedByClient(_logger, request.Feature.RouteId, ex.GetType().Name);
-            }
-            else
-            {
-                DirectLog.Failed(_logger, request.Feature.RouteId, ex);
-            }
-
-            if (!exchange.HasResponseStarted)
-            {
-                try
-                {
-                    request.ClearResponse();
-                    exchange.StatusCode = 500;
-                    request.AddServerFields();
-                    await exchange.CompleteAsync().ConfigureAwait(false);
-                    return;
-                }
-                catch (Exception)
-                {
-                    // Completing failed too: break the stream below.
-                }
-            }
-
+            // Completing failed (the client is gone, the engine refused a field): nothing more can be sent.
+            DirectLog.CompletionFailed(_logger, request.Feature.RouteId, ex.GetType().Name, ex.Message);
             exchange.Abort(0x2);
         }
     }
+
+    /// <summary>
+    /// What the app applies to every endpoint that names nothing itself: those routes keep the pipeline, unless they opt out
+    /// of it (AllowAnonymous, DisableRateLimiting, DisableRequestTimeout).
+    /// </summary>
+    private AppWidePolicies AppWidePolicies() => new(
+        Authorization: _services.GetService<IOptions<Microsoft.AspNetCore.Authorization.AuthorizationOptions>>()?.Value.FallbackPolicy is not null,
+        RateLimiting: _services.GetService<IOptions<Microsoft.AspNetCore.RateLimiting.RateLimiterOptions>>()?.Value.GlobalLimiter is not null,
+        RequestTimeout: _services.GetService<IOptions<Microsoft.AspNetCore.Http.Timeouts.RequestTimeoutOptions>>()?.Value.DefaultPolicy is not null);
 
     /// <summary>The table for the app's current endpoints (built on the first request, rebuilt when they change); null until the app mapped its endpoints.</summary>
     private DirectRouteTable? CurrentTable()
@@ -205,8 +221,19 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
                 return current;
             }
 
-            var fallbackAuthorization = _services.GetService<IOptions<Microsoft.AspNetCore.Authorization.AuthorizationOptions>>()?.Value.FallbackPolicy is not null;
-            var built = DirectRouteTable.Build(endpoints, fallbackAuthorization);
+            DirectRouteTable built;
+            try
+            {
+                built = DirectRouteTable.Build(endpoints, AppWidePolicies());
+            }
+            catch (Exception ex)
+            {
+                // Remembered for this endpoint list, so a pattern the table cannot read costs one log entry, not one per request.
+                DirectLog.TableFailed(_logger, ex);
+                _table = DirectRouteTable.Empty(endpoints);
+                return _table;
+            }
+
 
             foreach (var (routeId, reason) in built.Routes)
             {
@@ -242,6 +269,12 @@ internal static partial class DirectLog
 
     [LoggerMessage(EventId = 45, Level = LogLevel.Warning, Message = "An IDirectRequestObserver threw.")]
     public static partial void ObserverFailed(ILogger logger, Exception exception);
+
+    [LoggerMessage(EventId = 46, Level = LogLevel.Error, Message = "The direct path could not read the app's endpoints; every request goes through the pipeline until they change.")]
+    public static partial void TableFailed(ILogger logger, Exception exception);
+
+    [LoggerMessage(EventId = 47, Level = LogLevel.Debug, Message = "Completing a direct-path response of route '{RouteId}' failed: {Exception}: {Message}")]
+    public static partial void CompletionFailed(ILogger logger, string routeId, string exception, string message);
 
     [LoggerMessage(EventId = 43, Level = LogLevel.Debug, Message = "A direct-path request of route '{RouteId}' stopped: the client went away ({Exception}).")]
     public static partial void StoppedByClient(ILogger logger, string routeId, string exception);

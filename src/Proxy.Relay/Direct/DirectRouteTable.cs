@@ -65,21 +65,25 @@ internal sealed class DirectRouteTable
         return winner is { NotDirectBecause: null } ? winner.Route : null;
     }
 
-    /// <param name="fallbackAuthorization">
-    /// The app has an authorization FallbackPolicy: the authorization middleware applies it to every endpoint that names no
-    /// policy, so only routes that allow anonymous requests may skip the pipeline.
+    /// <param name="appWide">
+    /// The app's own policies for endpoints that name none (an authorization FallbackPolicy, a global rate limiter, a default
+    /// request timeout): their middleware applies them to every such route, so only routes that opt out may skip it.
     /// </param>
-    public static DirectRouteTable Build(IReadOnlyList<Endpoint> endpoints, bool fallbackAuthorization)
+    public static DirectRouteTable Build(IReadOnlyList<Endpoint> endpoints, AppWidePolicies appWide)
     {
         var entries = new List<Entry>(endpoints.Count);
         foreach (var endpoint in endpoints)
         {
-            entries.Add(Entry.For(endpoint, fallbackAuthorization));
+            entries.Add(Entry.For(endpoint, appWide));
         }
 
         entries.Sort(static (a, b) => a.Order != b.Order ? a.Order.CompareTo(b.Order) : a.Precedence.CompareTo(b.Precedence));
         return new DirectRouteTable([.. entries], endpoints);
     }
+
+    /// <summary>A table that takes nothing (the endpoints could not be read): every request goes through the pipeline.</summary>
+    public static DirectRouteTable Empty(IReadOnlyList<Endpoint> endpoints) =>
+        new([Entry.Opaque()], endpoints);
 
     private enum MatchResult
     {
@@ -111,12 +115,14 @@ internal sealed class DirectRouteTable
             typeof(DisableCorsAttribute), typeof(DisableRateLimitingAttribute), typeof(DisableRequestTimeoutAttribute),
         ];
 
-        public static Entry For(Endpoint endpoint, bool fallbackAuthorization)
+        /// <summary>An endpoint matched by something this table does not know: it may take any request, so nothing goes direct past it.</summary>
+        public static Entry Opaque() => new() { Order = int.MinValue, Precedence = decimal.MinValue, _unsureWhenPathMatches = true };
+
+        public static Entry For(Endpoint endpoint, AppWidePolicies appWide)
         {
             if (endpoint is not RouteEndpoint routeEndpoint)
             {
-                // Matched by something this table does not know: it may take any request, so nothing goes direct past it.
-                return new Entry { Order = int.MinValue, Precedence = decimal.MinValue, _unsureWhenPathMatches = true };
+                return Opaque();
             }
 
             var pattern = routeEndpoint.RoutePattern;
@@ -142,8 +148,11 @@ internal sealed class DirectRouteTable
                 entry._unsureWhenPathMatches |= hosts.Hosts.Any(h => h.Contains(':') || h == "*");
             }
 
+            var metadata = endpoint.Metadata;
             entry.NotDirectBecause = entry.Route is null ? "not a proxy route"
-                : fallbackAuthorization && endpoint.Metadata.GetMetadata<IAllowAnonymous>() is null ? "the app's authorization FallbackPolicy applies to it"
+                : appWide.Authorization && metadata.GetMetadata<IAllowAnonymous>() is null ? "the app's authorization FallbackPolicy applies to it"
+                : appWide.RateLimiting && metadata.GetMetadata<DisableRateLimitingAttribute>() is null ? "the app's global rate limiter applies to it"
+                : appWide.RequestTimeout && metadata.GetMetadata<DisableRequestTimeoutAttribute>() is null ? "the app's default request timeout applies to it"
                 : WhyNotDirect(endpoint, entry.Route, entry._unsureWhenPathMatches);
             return entry;
         }
@@ -247,3 +256,6 @@ internal sealed class DirectRouteTable
         }
     }
 }
+
+/// <summary>Policies the app applies to every endpoint that names none of its own.</summary>
+internal readonly record struct AppWidePolicies(bool Authorization, bool RateLimiting, bool RequestTimeout);
