@@ -32,4 +32,37 @@ public class HeaderRulesTests
     [InlineData("Content-Type")]
     [InlineData("x:y")]
     public void IsHopByHop_OtherNames_False(string name) => Assert.False(HeaderRules.IsHopByHop(name));
+
+    // RFC 9110 §7.6.1: every Connection field's names are hop-by-hop, not only the first field's.
+    [Fact]
+    public void CopyResponse_TwoConnectionFields_NamesOfBothStayOut()
+    {
+        KeyValuePair<string, string>[] fields =
+        [
+            new("Connection", "keep-alive"), new("x-a", "1"), new("Connection", "x-secret"), new("x-secret", "2"), new("x-b", "3"),
+        ];
+        var dictionary = new Microsoft.AspNetCore.Http.HeaderDictionary();
+        var list = new List<KeyValuePair<string, string>>();
+
+        HeaderRules.CopyResponseHeaders(fields, dictionary);
+        HeaderRules.CopyResponseFields(fields, list, allowed: null, lowercase: true);
+
+        Assert.Equal(["x-a", "x-b"], dictionary.Keys.Order(StringComparer.Ordinal));
+        Assert.Equal(["x-a", "x-b"], list.Select(f => f.Key));
+    }
+
+    [Fact]
+    public void CopyRequestFromFields_RepeatsJoined_CookiesWithSemicolon_ConnectionListedDropped()
+    {
+        KeyValuePair<string, string>[] fields =
+        [
+            new("accept", "a"), new("cookie", "c=1"), new("Connection", "x-hop"), new("x-hop", "h"), new("accept", "b"), new("cookie", "d=2"),
+            new("te", "trailers"),
+        ];
+        var head = new ForwarderRequestHead();
+
+        HeaderRules.CopyRequestHeaders(fields, head);
+
+        Assert.Equal([new("accept", "a, b"), new("cookie", "c=1; d=2"), new("te", "trailers")], head.Headers);
+    }
 }

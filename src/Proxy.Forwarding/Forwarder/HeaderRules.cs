@@ -138,22 +138,13 @@ internal static class HeaderRules
     /// </summary>
     public static void CopyRequestHeaders(IReadOnlyList<KeyValuePair<string, string>> fields, ForwarderRequestHead head, IReadOnlySet<string>? allowed = null)
     {
-        HashSet<string>? listed = null;
+        var listed = ListedByConnection(fields);
         string? te = null;
         for (var i = 0; i < fields.Count; i++)
         {
-            var (name, value) = fields[i];
-            if (name.Equals("Connection", StringComparison.OrdinalIgnoreCase))
+            if (fields[i].Key.Equals("TE", StringComparison.OrdinalIgnoreCase))
             {
-                listed ??= new HashSet<string>(StringComparer.OrdinalIgnoreCase);
-                foreach (var token in value.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries))
-                {
-                    listed.Add(token);
-                }
-            }
-            else if (name.Equals("TE", StringComparison.OrdinalIgnoreCase))
-            {
-                te = te is null ? value : te + ", " + value;
+                te = te is null ? fields[i].Value : te + ", " + fields[i].Value;
             }
         }
 
@@ -238,16 +229,8 @@ internal static class HeaderRules
     public static void CopyResponseHeaders(IReadOnlyList<KeyValuePair<string, string>> fields, IHeaderDictionary destination,
         IReadOnlySet<string>? allowed = null)
     {
-        HashSet<string>? listed = null;
+        var listed = ListedByConnection(fields);
         for (var i = 0; i < fields.Count; i++) // indexed: foreach over the interface boxes the list's enumerator
-        {
-            if (fields[i].Key.Equals("connection", StringComparison.OrdinalIgnoreCase))
-            {
-                listed ??= ConnectionListed(fields[i].Value);
-            }
-        }
-
-        for (var i = 0; i < fields.Count; i++)
         {
             var (name, value) = fields[i];
             if (IsHopByHop(name) || listed?.Contains(name) == true || allowed?.Contains(name) == false)
@@ -274,15 +257,7 @@ internal static class HeaderRules
     public static void CopyResponseFields(IReadOnlyList<KeyValuePair<string, string>> fields, ICollection<KeyValuePair<string, string>> destination,
         IReadOnlySet<string>? allowed, bool lowercase)
     {
-        HashSet<string>? listed = null;
-        for (var i = 0; i < fields.Count; i++)
-        {
-            if (fields[i].Key.Equals("connection", StringComparison.OrdinalIgnoreCase))
-            {
-                listed ??= ConnectionListed(fields[i].Value);
-            }
-        }
-
+        var listed = ListedByConnection(fields);
         for (var i = 0; i < fields.Count; i++)
         {
             var (name, value) = fields[i];
@@ -293,6 +268,25 @@ internal static class HeaderRules
 
             destination.Add(new(lowercase ? name.ToLowerInvariant() : name, value));
         }
+    }
+
+    /// <summary>The names every Connection field of <paramref name="fields"/> lists (all of them, not only the first field's), or null.</summary>
+    private static HashSet<string>? ListedByConnection(IReadOnlyList<KeyValuePair<string, string>> fields)
+    {
+        HashSet<string>? listed = null;
+        for (var i = 0; i < fields.Count; i++)
+        {
+            if (fields[i].Key.Equals("Connection", StringComparison.OrdinalIgnoreCase))
+            {
+                listed ??= new HashSet<string>(StringComparer.OrdinalIgnoreCase);
+                foreach (var token in fields[i].Value.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries))
+                {
+                    listed.Add(token);
+                }
+            }
+        }
+
+        return listed;
     }
 
     private static bool AppearsBefore(IReadOnlyList<KeyValuePair<string, string>> fields, int index, string name)
