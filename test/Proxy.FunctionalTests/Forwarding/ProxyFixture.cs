@@ -50,6 +50,12 @@ public abstract class ProxyFixture : IAsyncLifetime
     /// </summary>
     protected virtual Task WarmUpAsync(TestHost proxy) => Task.CompletedTask;
 
+    /// <summary>The proxy on our server takes the direct path (AddDirectPath): eligible requests skip the pipeline.</summary>
+    protected virtual bool DirectPath => false;
+
+    /// <summary>The proxy's pipeline: by default only the proxy endpoints.</summary>
+    protected virtual void MapProxy(WebApplication app) => app.MapProxyForwarding();
+
     /// <summary>HTTP/2 streams per connection on the proxy and the backend; null = server defaults.</summary>
     protected virtual int? MaxConcurrentStreams => null;
 
@@ -63,10 +69,15 @@ public abstract class ProxyFixture : IAsyncLifetime
         var backend = await BackendAsync();
         var keys = new ReverseProxyKeys();
         Configure(keys, backend, kind);
-        var proxy = await TestHost.StartAsync(kind, app => app.MapProxyForwarding(), https: true, configureBuilder: b =>
+        var proxy = await TestHost.StartAsync(kind, MapProxy, https: true, configureBuilder: b =>
         {
             b.Configuration.AddInMemoryCollection(keys);
             b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+            if (DirectPath && kind == ServerKind.ProxyServer)
+            {
+                Proxy.Relay.NativeRelayExtensions.AddDirectPath(b.Services);
+            }
+
             RaiseStreamLimit(b, kind);
         });
         try

@@ -14,7 +14,7 @@ namespace Proxy.FunctionalTests.Forwarding;
 /// h2c. Both servers allow 1,100 streams per HTTP/2 connection.
 /// </summary>
 // Shared by the tests of one class; every member is thread-safe.
-public sealed class SseProxyFixture : ProxyFixture
+public class SseProxyFixture : ProxyFixture
 {
     public const int StreamLimit = 1100;
 
@@ -129,8 +129,21 @@ public sealed class SseProxyFixture : ProxyFixture
     }
 }
 
+/// <summary>The same with the direct path on our server (AddDirectPath): the SSE streams skip the pipeline.</summary>
+// Shared by the tests of one class; every member is thread-safe.
+public sealed class SseDirectProxyFixture : SseProxyFixture
+{
+    protected override bool DirectPath => true;
+}
+
 /// <summary>SSE through the proxy, hosted on Kestrel and on our server, to HTTP/1.1 and h2c backends.</summary>
-public sealed class SseProxyTests(SseProxyFixture fixture) : IClassFixture<SseProxyFixture>
+public sealed class SseProxyTests(SseProxyFixture fixture) : SseProxyCases(fixture), IClassFixture<SseProxyFixture>;
+
+/// <summary>The same cases with the direct path on our server: every stream behaves as through the pipeline.</summary>
+public sealed class SseDirectProxyTests(SseDirectProxyFixture fixture) : SseProxyCases(fixture), IClassFixture<SseDirectProxyFixture>;
+
+/// <summary>The SSE cases through a proxy fixture.</summary>
+public abstract class SseProxyCases(SseProxyFixture fixture)
 {
     /// <summary>Turns a hang into a failure; the tests never wait this long when the proxy works.</summary>
     private static readonly TimeSpan s_bound = TimeSpan.FromSeconds(10);

@@ -35,7 +35,7 @@ public sealed class InteropHostFixture : HostFixture
 /// Kestrel through HttpClient. One catch-all route, so unknown services and methods reach the backend too.
 /// </summary>
 // Owned by xUnit (one instance per test class); see InteropService for its state.
-public sealed class InteropProxyFixture : ProxyFixture
+public class InteropProxyFixture : ProxyFixture
 {
     public InteropService Service { get; } = new();
 
@@ -63,5 +63,30 @@ public sealed class InteropProxyFixture : ProxyFixture
             using var channel = GrpcChannels.Create(proxy, transport);
             await new Interop.InteropClient(channel).EmptyAsync(new Nothing());
         }
+    }
+}
+
+/// <summary>
+/// The same with the direct path on our server (AddDirectPath): the gRPC calls skip the pipeline. A middleware counts the
+/// requests that still reach it, so a test can show the calls went direct.
+/// </summary>
+// Owned by xUnit (one instance per test class); the counter is written by the proxy's request threads.
+public sealed class InteropDirectProxyFixture : InteropProxyFixture
+{
+    private int _pipelineRequests;
+
+    /// <summary>Requests that went through the proxy's ASP.NET Core pipeline (on either server).</summary>
+    public int PipelineRequests => Volatile.Read(ref _pipelineRequests);
+
+    protected override bool DirectPath => true;
+
+    protected override void MapProxy(WebApplication app)
+    {
+        app.Use((context, next) =>
+        {
+            Interlocked.Increment(ref _pipelineRequests);
+            return next(context);
+        });
+        base.MapProxy(app);
     }
 }

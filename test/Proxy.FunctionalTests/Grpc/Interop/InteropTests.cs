@@ -42,7 +42,32 @@ public sealed class InteropServerTests(InteropHostFixture fixture) : InteropCase
 /// The interop cases through the proxy (h2c and TLS in front, h2c behind): hosted on our server, through the native
 /// relay; hosted on Kestrel, through HttpClient. Plus many calls of every shape at once through the relay.
 /// </summary>
-public sealed class InteropProxyTests(InteropProxyFixture fixture) : InteropCases, IClassFixture<InteropProxyFixture>
+public sealed class InteropProxyTests(InteropProxyFixture fixture) : InteropProxyCases(fixture), IClassFixture<InteropProxyFixture>;
+
+/// <summary>
+/// The same cases with the direct path on our server: every call goes from the server's exchange to the relay with no
+/// HttpContext, and must behave exactly as through the pipeline (deadlines, cancellation, trailers-only errors, all four
+/// call shapes, a thousand at once).
+/// </summary>
+public sealed class InteropDirectProxyTests(InteropDirectProxyFixture fixture) : InteropProxyCases(fixture), IClassFixture<InteropDirectProxyFixture>
+{
+    [Fact]
+    public async Task Calls_OnOurServer_SkipThePipeline()
+    {
+        using var channel = await ChannelAsync(ServerKind.ProxyServer, HttpTransport.Http2Tls);
+        var client = new Interop.InteropClient(channel);
+        var before = fixture.PipelineRequests;
+
+        await client.EmptyAsync(new Nothing());
+        var echo = await client.UnaryAsync(new UnaryRequest { Payload = Payloads.Create(100), ReplySize = 10 });
+
+        Assert.True(Payloads.IsExpected(echo.Payload, 10));
+        Assert.Equal(before, fixture.PipelineRequests);
+    }
+}
+
+/// <summary>The interop cases through a proxy fixture, and many calls of every shape at once through the relay.</summary>
+public abstract class InteropProxyCases(InteropProxyFixture fixture) : InteropCases
 {
     protected override Task<TestHost> TargetAsync(ServerKind kind) => fixture.ProxyAsync(kind);
 
