@@ -91,7 +91,8 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
             return null;
         }
 
-        return ForwardAsync(request, route, cluster);
+        // One async frame per request unless an observer wants the request timed and counted.
+        return _observer is null ? ForwardCoreAsync(request, route, cluster) : ForwardObservedAsync(request, route, cluster, _observer);
     }
 
     /// <summary>What the route's cluster needs from the pipeline: session affinity reads cookies or headers through the HttpContext, a custom load balancer may, and HttpClient is the pipeline's transport.</summary>
@@ -99,36 +100,27 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
         _ownForwarder && cluster.NativeTransport is not null && cluster.Affinity is null
         && cluster.LoadBalancer.GetType().Assembly == typeof(ClusterState).Assembly;
 
-    private async Task ForwardAsync(DirectRequest request, RouteState route, ClusterState cluster)
+    private async Task ForwardObservedAsync(DirectRequest request, RouteState route, ClusterState cluster, IDirectRequestObserver observer)
     {
         var exchange = request.Exchange;
-        var observer = _observer;
-        var started = 0L;
-        if (observer is not null)
-        {
-            started = Stopwatch.GetTimestamp();
-            request.Counts = new BodyByteCounts();
-        }
-
+        var started = Stopwatch.GetTimestamp();
+        var counts = request.Counts = new BodyByteCounts();
         try
         {
             await ForwardCoreAsync(request, route, cluster).ConfigureAwait(false);
         }
         finally
         {
-            if (observer is not null)
+            // NOTE: the exchange is still ours here: the engine reuses it only once this handler's task completed.
+            var feature = request.Feature;
+            try
             {
-                var counts = request.Counts!;
-                var feature = request.Feature;
-                try
-                {
-                    observer.RequestEnded(new DirectRequestRecord(exchange.Method, request.Path.Value ?? "/", exchange.Protocol, exchange.StatusCode,
-                        feature.RouteId, feature.ClusterId, feature.DestinationId, Stopwatch.GetElapsedTime(started), counts.In, counts.Out, request.Error));
-                }
-                catch (Exception ex)
-                {
-                    DirectLog.ObserverFailed(_logger, ex);
-                }
+                observer.RequestEnded(new DirectRequestRecord(exchange.Method, request.Path.Value ?? "/", exchange.Protocol, exchange.StatusCode,
+                    feature.RouteId, feature.ClusterId, feature.DestinationId, Stopwatch.GetElapsedTime(started), counts.In, counts.Out, request.Error));
+            }
+            catch (Exception ex)
+            {
+                DirectLog.ObserverFailed(_logger, ex);
             }
         }
     }
