@@ -139,14 +139,7 @@ internal static class HeaderRules
     public static void CopyRequestHeaders(IReadOnlyList<KeyValuePair<string, string>> fields, ForwarderRequestHead head, IReadOnlySet<string>? allowed = null)
     {
         var listed = ListedByConnection(fields);
-        string? te = null;
-        for (var i = 0; i < fields.Count; i++)
-        {
-            if (fields[i].Key.Equals("TE", StringComparison.OrdinalIgnoreCase))
-            {
-                te = te is null ? fields[i].Value : te + ", " + fields[i].Value;
-            }
-        }
+        var te = JoinedValue(fields, "TE");
 
         for (var i = 0; i < fields.Count; i++)
         {
@@ -156,13 +149,7 @@ internal static class HeaderRules
                 continue; // joined into the field of its first occurrence
             }
 
-            var repeated = false;
-            for (var j = i + 1; j < fields.Count && !repeated; j++)
-            {
-                repeated = fields[j].Key.Equals(name, StringComparison.OrdinalIgnoreCase);
-            }
-
-            CopyRequestField(head, name, repeated ? AllValues(fields, i, name) : new StringValues(fields[i].Value), listed, allowed);
+            CopyRequestField(head, name, ValuesOf(fields, i, name), listed, allowed);
         }
 
         if (allowed?.Contains("TE") != false && te is not null && listed?.Contains("TE") != true && ListsTrailers(te))
@@ -171,18 +158,34 @@ internal static class HeaderRules
         }
     }
 
-    private static StringValues AllValues(IReadOnlyList<KeyValuePair<string, string>> fields, int first, string name)
+    /// <summary>The values of <paramref name="name"/> from its first field on (<paramref name="first"/>); a list only when it repeats.</summary>
+    private static StringValues ValuesOf(IReadOnlyList<KeyValuePair<string, string>> fields, int first, string name)
     {
-        var values = new List<string>();
-        for (var k = first; k < fields.Count; k++)
+        List<string>? values = null;
+        for (var k = first + 1; k < fields.Count; k++)
         {
             if (fields[k].Key.Equals(name, StringComparison.OrdinalIgnoreCase))
             {
-                values.Add(fields[k].Value);
+                (values ??= [fields[first].Value]).Add(fields[k].Value);
             }
         }
 
-        return new StringValues(values.ToArray());
+        return values is null ? new StringValues(fields[first].Value) : new StringValues(values.ToArray());
+    }
+
+    /// <summary>The values of every field named <paramref name="name"/>, joined with ", " (as HttpClient joins them), or null.</summary>
+    public static string? JoinedValue(IReadOnlyList<KeyValuePair<string, string>> fields, string name)
+    {
+        string? joined = null;
+        for (var i = 0; i < fields.Count; i++)
+        {
+            if (fields[i].Key.Equals(name, StringComparison.OrdinalIgnoreCase))
+            {
+                joined = joined is null ? fields[i].Value : joined + ", " + fields[i].Value;
+            }
+        }
+
+        return joined;
     }
 
     private static void CopyRequestField(ForwarderRequestHead head, string name, StringValues values, HashSet<string>? listed,

@@ -89,14 +89,9 @@ internal static class RequestValidator
         for (var i = 0; i < fields.Count; i++)
         {
             var (name, value) = fields[i];
-            if (name.Length == 0 || !HttpSyntax.IsToken(name))
+            if (FindFieldMalformation(name, value) is { } field)
             {
-                return "invalid header name";
-            }
-
-            if (!IsValidFieldValue(value))
-            {
-                return $"invalid value in header '{name}'";
+                return field;
             }
 
             if (!http2 && name.Equals("Host", StringComparison.OrdinalIgnoreCase))
@@ -110,33 +105,9 @@ internal static class RequestValidator
             return "more than one Host header";
         }
 
-        if (authority.Length == 0)
+        if (FindHostMalformation(authority.Length == 0 ? null : authority, http2 && IsHttpScheme(scheme), rawTarget) is { } host)
         {
-            if (http2 && IsHttpScheme(scheme))
-            {
-                return "missing or empty :authority";
-            }
-        }
-        else if (authority.Contains('@'))
-        {
-            return "userinfo in the authority";
-        }
-        else if (!IsHost(authority))
-        {
-            return "invalid Host header";
-        }
-
-        if (AbsoluteTargetAuthority(rawTarget) is { } targetAuthority)
-        {
-            if (targetAuthority.Contains('@'))
-            {
-                return "userinfo in the authority";
-            }
-
-            if (authority.Length > 0 && !string.Equals(WithoutDefaultPort(authority, rawTarget), WithoutDefaultPort(targetAuthority, rawTarget), StringComparison.OrdinalIgnoreCase))
-            {
-                return "Host header differs from the request target's authority";
-            }
+            return host;
         }
 
         return IsScheme(scheme) ? null : "invalid scheme";
@@ -174,41 +145,13 @@ internal static class RequestValidator
         }
 
         var host = hosts.Count == 1 ? hosts[0] : null;
-        if (string.IsNullOrEmpty(host))
+        // RFC 9113 §8.3.1: an http or https request "MUST contain either an :authority pseudo-header field or a Host
+        // header field. If these fields are present, they MUST NOT be empty." (Kestrel 10 passes an empty :authority.)
+        // HTTP/1.0 may omit Host, HTTP/1.1 may send it empty for a target without authority (RFC 9112 §3.2).
+        var authorityRequired = (HttpProtocol.IsHttp2(request.Protocol) || HttpProtocol.IsHttp3(request.Protocol)) && IsHttpScheme(request.Scheme);
+        if (FindHostMalformation(host, authorityRequired, target) is { } malformation)
         {
-            // RFC 9113 §8.3.1: an http or https request "MUST contain either an :authority pseudo-header field or a Host
-            // header field. If these fields are present, they MUST NOT be empty." (Kestrel 10 passes an empty :authority.)
-            // HTTP/1.0 may omit Host, HTTP/1.1 may send it empty for a target without authority (RFC 9112 §3.2).
-            if ((HttpProtocol.IsHttp2(request.Protocol) || HttpProtocol.IsHttp3(request.Protocol)) && IsHttpScheme(request.Scheme))
-            {
-                return "missing or empty :authority";
-            }
-        }
-        else
-        {
-            if (host.Contains('@'))
-            {
-                return "userinfo in the authority";
-            }
-
-            if (!IsHost(host))
-            {
-                return "invalid Host header";
-            }
-        }
-
-        // RFC 9112 §3.2.2: an absolute-form target (a server may show it as RawTarget) names the authority itself.
-        if (AbsoluteTargetAuthority(target) is { } targetAuthority)
-        {
-            if (targetAuthority.Contains('@'))
-            {
-                return "userinfo in the authority";
-            }
-
-            if (host is not null && !string.Equals(WithoutDefaultPort(host, target), WithoutDefaultPort(targetAuthority, target), StringComparison.OrdinalIgnoreCase))
-            {
-                return "Host header differs from the request target's authority";
-            }
+            return malformation;
         }
 
         if (request.Headers.TryGetValue(":authority", out var authorities))
@@ -227,6 +170,45 @@ internal static class RequestValidator
             if (host is not null && !string.Equals(host, authority, StringComparison.OrdinalIgnoreCase))
             {
                 return "Host header differs from :authority";
+            }
+        }
+
+        return null;
+    }
+
+    /// <summary>
+    /// The host the request is served for (null: none): present and not empty when <paramref name="authorityRequired"/>, a
+    /// valid uri-host [":" port] without userinfo, and the same as an absolute-form target's authority.
+    /// </summary>
+    private static string? FindHostMalformation(string? host, bool authorityRequired, string target)
+    {
+        if (string.IsNullOrEmpty(host))
+        {
+            if (authorityRequired)
+            {
+                return "missing or empty :authority";
+            }
+        }
+        else if (host.Contains('@'))
+        {
+            return "userinfo in the authority";
+        }
+        else if (!IsHost(host))
+        {
+            return "invalid Host header";
+        }
+
+        // RFC 9112 §3.2.2: an absolute-form target (a server may show it as RawTarget) names the authority itself.
+        if (AbsoluteTargetAuthority(target) is { } targetAuthority)
+        {
+            if (targetAuthority.Contains('@'))
+            {
+                return "userinfo in the authority";
+            }
+
+            if (host is not null && !string.Equals(WithoutDefaultPort(host, target), WithoutDefaultPort(targetAuthority, target), StringComparison.OrdinalIgnoreCase))
+            {
+                return "Host header differs from the request target's authority";
             }
         }
 

@@ -51,20 +51,30 @@ internal sealed class StructuredTransformer(
             HeaderRules.CopyRequestHeaders(httpContext, head, requestHeaders.Allowed);
         }
 
-        var context = ApplyRequestTransforms(httpContext, new HeadRequestHeaders(head), destination.Prefix);
+        FillNativeHead(new RequestTransformContext(httpContext, new HeadRequestHeaders(head), destination.Prefix), head, destination,
+            httpContext.Request.Host, DestinationHost(httpContext));
+        return true;
+    }
+
+    /// <summary>
+    /// Both native paths: the route's transforms, then the target, the method and the authority (the original host when
+    /// the route keeps it, else the destination's configured Host unless a transform set a Host field).
+    /// </summary>
+    private void FillNativeHead(RequestTransformContext context, ForwarderRequestHead head, NativeDestination destination, HostString originalHost,
+        string? destinationHost)
+    {
+        ApplyRequestTransforms(context);
         head.PathAndQuery = destination.Target(context.Path, context.QueryString);
         head.Method = context.Method;
-        if (useOriginalHost && httpContext.Request.Host.HasValue)
+        if (useOriginalHost && originalHost.HasValue)
         {
-            head.Authority = httpContext.Request.Host.Value;
+            head.Authority = originalHost.Value;
         }
-        else if (DestinationHost(httpContext) is { } host && !head.Headers.Exists(f => f.Key.Equals("Host", StringComparison.OrdinalIgnoreCase)))
+        else if (destinationHost is not null && !head.Headers.Exists(f => f.Key.Equals("Host", StringComparison.OrdinalIgnoreCase)))
         {
             // A Host field a transform set becomes the authority later (the forwarder's TakeHostField) and wins over this.
-            head.Authority = host;
+            head.Authority = destinationHost;
         }
-
-        return true;
     }
 
     /// <summary>Every request transform works without an HttpContext, and no response transform needs the pipeline's response.</summary>
@@ -77,22 +87,7 @@ internal sealed class StructuredTransformer(
             HeaderRules.CopyRequestHeaders(source.Fields, head, requestHeaders.Allowed);
         }
 
-        var context = new RequestTransformContext(source, new HeadRequestHeaders(head), destination.Prefix);
-        for (var i = 0; i < requestTransforms.Count; i++) // indexed: foreach over the interface boxes an enumerator per request
-        {
-            requestTransforms[i].Apply(context);
-        }
-
-        head.PathAndQuery = destination.Target(context.Path, context.QueryString);
-        head.Method = context.Method;
-        if (useOriginalHost && source.Host.HasValue)
-        {
-            head.Authority = source.Host.Value;
-        }
-        else if (destinationHost is not null && !head.Headers.Exists(f => f.Key.Equals("Host", StringComparison.OrdinalIgnoreCase)))
-        {
-            head.Authority = destinationHost;
-        }
+        FillNativeHead(new RequestTransformContext(source, new HeadRequestHeaders(head), destination.Prefix), head, destination, source.Host, destinationHost);
     }
 
     internal override void TransformResponseDirect(ForwarderBackendCall call, ICollection<KeyValuePair<string, string>> headers, bool lowercase)
@@ -115,9 +110,11 @@ internal sealed class StructuredTransformer(
     private static string? DestinationHost(HttpContext httpContext) =>
         (httpContext.Features.Get<IReverseProxyFeature>() as ReverseProxyFeature)?.DestinationHost;
 
-    private RequestTransformContext ApplyRequestTransforms(HttpContext httpContext, ProxyRequestHeaders headers, string destinationPrefix)
+    private RequestTransformContext ApplyRequestTransforms(HttpContext httpContext, ProxyRequestHeaders headers, string destinationPrefix) =>
+        ApplyRequestTransforms(new RequestTransformContext(httpContext, headers, destinationPrefix));
+
+    private RequestTransformContext ApplyRequestTransforms(RequestTransformContext context)
     {
-        var context = new RequestTransformContext(httpContext, headers, destinationPrefix);
         for (var i = 0; i < requestTransforms.Count; i++) // indexed: foreach over the interface boxes an enumerator per request
         {
             requestTransforms[i].Apply(context);

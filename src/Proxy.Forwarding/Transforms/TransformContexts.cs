@@ -66,18 +66,7 @@ internal sealed class HeadRequestHeaders(Forwarder.ForwarderRequestHead head) : 
         }
     }
 
-    public override string? Get(string name)
-    {
-        string? result = null;
-        foreach (var (key, value) in head.Headers)
-        {
-            if (string.Equals(key, name, StringComparison.OrdinalIgnoreCase))
-            {
-                result = result is null ? value : result + ", " + value;
-            }
-        }
-        return result;
-    }
+    public override string? Get(string name) => Forwarder.HeaderRules.JoinedValue(head.Headers, name);
 }
 
 /// <summary>

@@ -118,19 +118,7 @@ internal sealed class DirectRequest(HttpExchange exchange, ReverseProxyFeature f
             ? length
             : null;
 
-    public string? RequestHeader(string name)
-    {
-        string? joined = null;
-        foreach (var (key, value) in Exchange.RequestHeaders)
-        {
-            if (key.Equals(name, StringComparison.OrdinalIgnoreCase))
-            {
-                joined = joined is null ? value : joined + ", " + value;
-            }
-        }
-
-        return joined;
-    }
+    public string? RequestHeader(string name) => HeaderRules.JoinedValue(Exchange.RequestHeaders, name);
 
     public async ValueTask WriteTextResponseAsync(int status, string text, CancellationToken cancellationToken)
     {
