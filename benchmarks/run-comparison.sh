@@ -211,6 +211,22 @@ group_stats() {
   echo "$cpu $rss $thr"
 }
 
+# The target's stats when a run's warm-up ends, sampled in the background while the client runs. window_start prints
+# them; a client that ended before the sample was due (it failed at once) gets the stats from the run's start.
+WINDOW_FILE=""; WINDOW_PID=""
+window_sample() { # window_sample WARMUP_S EXTRA_S
+  WINDOW_FILE="$WORK/window.stats"
+  group_stats "$TARGET_PGID" >"$WINDOW_FILE"
+  ( sleep "$(awk -v a="$1" -v b="$2" 'BEGIN { print a + b }')"; group_stats "$TARGET_PGID" >"$WINDOW_FILE.new" \
+      && mv "$WINDOW_FILE.new" "$WINDOW_FILE" ) &
+  WINDOW_PID=$!
+}
+window_start() {
+  kill "$WINDOW_PID" 2>/dev/null || true
+  wait "$WINDOW_PID" 2>/dev/null || true
+  cat "$WINDOW_FILE"
+}
+
 BACKEND_PGID=""
 start_backend() {
   [[ -n "$BACKEND_PGID" ]] && return 0
@@ -319,7 +335,11 @@ run_scenario() { # run_scenario TARGET LINE
   local url="$scheme://127.0.0.1:$port$path" out="$WORK/h2load.out" lat="$WORK/latency.log"
   rm -f "$lat"
   local before after
-  before=$(group_stats "$TARGET_PGID")
+  # CPU is counted over the measured window only: the first sample is taken when the warm-up ends (the .NET client
+  # first starts and connects, about 0.6 s), the second when the client exits. Counting from the start divided the
+  # warm-up's CPU by the measured window's requests too (1.5x with 2 s of warm-up and 4 s measured).
+  local skew=0; [[ $client == load ]] && skew=0.6
+  window_sample "$WARMUP" "$skew"
   local t0=$SECONDS
   if [[ $client == load ]]; then
     local hj="$WORK/load.jsonl"; rm -f "$hj"
@@ -327,7 +347,7 @@ run_scenario() { # run_scenario TARGET LINE
     timeout "$RUN_TIMEOUT" dotnet "$LOAD_DLL" run --scenario "$path" --url "$scheme://127.0.0.1:$port" \
       --connections "$clients" --streams "$streams" --warmup "$WARMUP" --duration "$DURATION" --label "$t" \
       --json "$hj" --no-header --no-progress $extra >"$out" 2>&1 || true
-    after=$(group_stats "$TARGET_PGID")
+    after=$(group_stats "$TARGET_PGID"); before=$(window_start)
     python3 - "$t" "$name" "$proto" "$clients" "$streams" "$extra" "$hj" "$out" "$before" "$after" "$CLK_TCK" >>"$RAW" <<'PY'
 import json, sys
 t, name, proto, c, m, extra, hj, out, before, after, tck = sys.argv[1:]
@@ -369,7 +389,7 @@ PY
   fi
   timeout "$RUN_TIMEOUT" h2load -t1 -c "$clients" -m "$streams" -D "$DURATION" --warm-up-time "$WARMUP" \
     --log-file="$lat" "${args[@]}" "$url" >"$out" 2>&1 || true
-  after=$(group_stats "$TARGET_PGID")
+  after=$(group_stats "$TARGET_PGID"); before=$(window_start)
   python3 - "$t" "$name" "$proto" "$clients" "$streams" "$extra" "$out" "$lat" "$before" "$after" "$CLK_TCK" "$DURATION" >>"$RAW" <<'PY'
 import json, re, sys
 t, name, proto, c, m, extra, out, lat, before, after, tck, dur = sys.argv[1:]
@@ -533,7 +553,7 @@ out = [f"# Comparison run {datetime.date.today()}", "",
        "stream, as crank's gRPC client; sse: events counted as requests, lost events and reconnects counted as bad). Concurrency per scenario as shown "
        "(c = connections, m = streams per connection). RPS is the measured-period rate; latency percentiles come "
        "from h2load's per-request log; CPU is user+system time of every process of the target (not the backend, "
-       "not the client) over the run. Ratio = target RPS / our RPS (above 1: the peer is faster).", ""]
+       "not the client) over the measured window (from the end of the warm-up to the client's exit). Ratio = target RPS / our RPS (above 1: the peer is faster).", ""]
 if quick == "1":
     out += ["**Quick run** (short durations, few scenarios" + (f"; `{selection}`" if selection else "")
             + "): a format check, not a measurement.", ""]
