@@ -131,7 +131,7 @@ internal sealed class ForwardingMetrics : IBackendConnectionMetrics
         {
             { "proxy.route", route },
             { "proxy.cluster", cluster },
-            { "http.response.status_code", statusCode },
+            { "http.response.status_code", BoxedStatus(statusCode) },
         };
         if (error != ForwarderError.None)
         {
@@ -143,5 +143,22 @@ internal sealed class ForwardingMetrics : IBackendConnectionMetrics
         _duration.Record(Stopwatch.GetElapsedTime(started.StartTimestamp).TotalSeconds, tags);
         Interlocked.Decrement(ref started.Active.Value);
     }
+
+    // NOTE: a tag value is an object: the status codes a response can carry are boxed once, not once per request.
+    private static readonly object[] s_statusBoxes = CreateStatusBoxes();
+
+    private static object[] CreateStatusBoxes()
+    {
+        var boxes = new object[500];
+        for (var i = 0; i < boxes.Length; i++)
+        {
+            boxes[i] = 100 + i;
+        }
+
+        return boxes;
+    }
+
+    internal static object BoxedStatus(int statusCode) =>
+        (uint)(statusCode - 100) < (uint)s_statusBoxes.Length ? s_statusBoxes[statusCode - 100] : statusCode;
 
 }

@@ -96,6 +96,8 @@ internal sealed class Http1ClientExchange : BackendExchange
     /// <summary>Records a complete-time flush that did not finish synchronously; DisposeAsync awaits it.</summary>
     internal void TrackPendingFlush(Task flush) => _pendingFlush = flush;
 
+    // NOTE: one async method for the whole head (the read, the parse, the interim responses): it waits for the backend
+    // once per request, and each nested async method that waits costs a state-machine box and a resumption hop.
     public override async ValueTask ReadResponseHeadAsync(CancellationToken cancellationToken)
     {
         if (_responseStarted)
@@ -108,73 +110,84 @@ internal sealed class Http1ClientExchange : BackendExchange
             : default;
         try
         {
-            await ReadHeadCoreAsync().ConfigureAwait(false);
+            var input = _transport.Input;
+            var sink = new ResponseFieldSink(ResponseHeaders, _connection.PreviousResponseFields);
+            var limits = _connection.Options.Limits;
+            var interim = 0;
+            while (true)
+            {
+                // What ReadInputAsync does, inline.
+                ThrowIfFailed();
+                ReadResult result;
+                try
+                {
+                    result = await input.ReadAsync().ConfigureAwait(false);
+                }
+                catch (Exception ex) when (ex is not BackendException)
+                {
+                    throw Fail(BackendFailure.ConnectionLost, "Reading the response from the backend failed.", ex);
+                }
+                if (Failure is not null)
+                {
+                    input.AdvanceTo(result.Buffer.Start);
+                    ThrowIfFailed();
+                }
+
+                var buffer = result.Buffer;
+                bool complete;
+                Http1ResponseHead head;
+                SequencePosition consumed;
+                try
+                {
+                    complete = Http1ResponseParser.TryParseHead(buffer, sink, limits, _isHeadRequest, out head, out consumed);
+                }
+                catch (Http1ParseException ex)
+                {
+                    input.AdvanceTo(buffer.Start);
+                    throw Fail(BackendFailure.ProtocolError, $"Invalid response head from the backend: {ex.Reason}.");
+                }
+                if (!complete)
+                {
+                    input.AdvanceTo(buffer.Start, buffer.End);
+                    if (result.IsCompleted)
+                    {
+                        throw Fail(BackendFailure.ConnectionLost, buffer.IsEmpty
+                            ? "The backend closed the connection without sending a response."
+                            : "The backend closed the connection in the middle of the response head.");
+                    }
+                    continue;
+                }
+                input.AdvanceTo(consumed);
+
+                if (head.StatusCode == 101)
+                {
+                    // We never send Upgrade (RFC 9110 §7.8): a switch to another protocol is not ours to relay.
+                    throw Fail(BackendFailure.ProtocolError, "The backend answered 101 Switching Protocols to a request without Upgrade.");
+                }
+                if (head.StatusCode < 200)
+                {
+                    // RFC 9110 §15.2: "A client MUST be able to parse one or more 1xx responses received prior to a final
+                    // response, even if the client does not expect one." Interim responses are not relayed; their number
+                    // is bounded, so a backend cannot keep us parsing without ever answering.
+                    if (++interim > MaxInterimResponses)
+                    {
+                        throw Fail(BackendFailure.ProtocolError, $"The backend sent more than {MaxInterimResponses} interim (1xx) responses.");
+                    }
+                    ResponseHeaders.Clear();
+                    sink.Reset();
+                    continue;
+                }
+
+                sink.RemoveConnectionOptions();
+                StatusCode = head.StatusCode;
+                _keepAlive = head.KeepAlive;
+                _responseBody.Start(head);
+                return;
+            }
         }
         catch (BackendException) when (cancellationToken.IsCancellationRequested)
         {
             throw new OperationCanceledException(cancellationToken);
-        }
-    }
-
-    private async ValueTask ReadHeadCoreAsync()
-    {
-        var input = _transport.Input;
-        var sink = new ResponseFieldSink(ResponseHeaders, _connection.PreviousResponseFields);
-        var limits = _connection.Options.Limits;
-        var interim = 0;
-        while (true)
-        {
-            var result = await ReadInputAsync(input).ConfigureAwait(false);
-            var buffer = result.Buffer;
-            bool complete;
-            Http1ResponseHead head;
-            SequencePosition consumed;
-            try
-            {
-                complete = Http1ResponseParser.TryParseHead(buffer, sink, limits, _isHeadRequest, out head, out consumed);
-            }
-            catch (Http1ParseException ex)
-            {
-                input.AdvanceTo(buffer.Start);
-                throw Fail(BackendFailure.ProtocolError, $"Invalid response head from the backend: {ex.Reason}.");
-            }
-            if (!complete)
-            {
-                input.AdvanceTo(buffer.Start, buffer.End);
-                if (result.IsCompleted)
-                {
-                    throw Fail(BackendFailure.ConnectionLost, buffer.IsEmpty
-                        ? "The backend closed the connection without sending a response."
-                        : "The backend closed the connection in the middle of the response head.");
-                }
-                continue;
-            }
-            input.AdvanceTo(consumed);
-
-            if (head.StatusCode == 101)
-            {
-                // We never send Upgrade (RFC 9110 §7.8): a switch to another protocol is not ours to relay.
-                throw Fail(BackendFailure.ProtocolError, "The backend answered 101 Switching Protocols to a request without Upgrade.");
-            }
-            if (head.StatusCode < 200)
-            {
-                // RFC 9110 §15.2: "A client MUST be able to parse one or more 1xx responses received prior to a final
-                // response, even if the client does not expect one." Interim responses are not relayed; their number
-                // is bounded, so a backend cannot keep us parsing without ever answering.
-                if (++interim > MaxInterimResponses)
-                {
-                    throw Fail(BackendFailure.ProtocolError, $"The backend sent more than {MaxInterimResponses} interim (1xx) responses.");
-                }
-                ResponseHeaders.Clear();
-                sink.Reset();
-                continue;
-            }
-
-            sink.RemoveConnectionOptions();
-            StatusCode = head.StatusCode;
-            _keepAlive = head.KeepAlive;
-            _responseBody.Start(head);
-            return;
         }
     }
 
