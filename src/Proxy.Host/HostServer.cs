@@ -41,6 +41,25 @@ internal static class HostServer
         ? HasKestrelEndpoints(configuration)
         : configuration.GetSection($"{ProxyServerWebHostBuilderExtensions.ConfigurationSectionName}:Endpoints").Exists();
 
+    /// <summary>
+    /// <c>ProxyServer:Sockets:EpollThreads</c> must be a whole number, 0 or more: checked at startup with the key named, on
+    /// every platform and engine (a value the engine in use does not read is reported by the startup log line, not here).
+    /// </summary>
+    public static void ValidateEpollThreads(IConfiguration configuration, string configFile)
+    {
+        var key = $"{ProxyServerWebHostBuilderExtensions.ConfigurationSectionName}:Sockets:EpollThreads";
+        var text = configuration[key];
+        if (string.IsNullOrEmpty(text))
+        {
+            return;
+        }
+
+        if (!int.TryParse(text, System.Globalization.NumberStyles.Integer, System.Globalization.CultureInfo.InvariantCulture, out var threads) || threads < 0)
+        {
+            throw new HostStartupException($"{key} is '{text}' (in {configFile} or the command line): use 0 (one thread per core) or a positive number of threads.");
+        }
+    }
+
     public static void Use(WebApplicationBuilder builder, ProxyHostServer server)
     {
         if (server == ProxyHostServer.Proxy)

@@ -80,6 +80,7 @@ public sealed class ProxyHostApp : IAsyncDisposable
         }
 
         HostServer.Use(builder, server);
+        HostServer.ValidateEpollThreads(builder.Configuration, configFile);
         var adminOptions = AdminOptions.Read(builder.Configuration);
         HostTelemetry.Add(builder, prometheus: adminOptions is not null);
 
@@ -285,10 +286,14 @@ public sealed class ProxyHostApp : IAsyncDisposable
         HostLog.SocketCompletions(logger, SocketEngineDefaults.CompletionMode());
         if (App.Services.GetService<IServer>() is Proxy.Server.ProxyServer)
         {
-            var engine = App.Services.GetRequiredService<IOptions<Proxy.Server.ProxyServerOptions>>().Value.Sockets.Engine;
+            var sockets = App.Services.GetRequiredService<IOptions<Proxy.Server.ProxyServerOptions>>().Value.Sockets;
+            var engine = sockets.Engine;
+            var threads = sockets.EpollThreads > 0 ? sockets.EpollThreads : Environment.ProcessorCount;
             HostLog.SocketEngine(logger, engine, engine == Proxy.Transport.Sockets.SocketEngine.Epoll
-                ? $": ours, {Environment.ProcessorCount} threads, the proxy's and its backends' sockets; completions run inline on them"
-                : ": the runtime's");
+                ? $": ours, {threads} threads (ProxyServer:Sockets:EpollThreads), the proxy's and its backends' sockets; completions run inline on them"
+                : sockets.EpollThreads > 0
+                    ? $": the runtime's (ProxyServer:Sockets:EpollThreads={sockets.EpollThreads} applies to the Epoll engine only)"
+                    : ": the runtime's");
         }
         if (Admin is not null)
         {

@@ -21,15 +21,16 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
     private readonly string _clusterId;
     private readonly IBackendConnectionMetrics? _connectionMetrics;
 
-    /// <param name="socketEngine">The engine of the backend sockets (the server's <c>ProxyServer:Sockets:Engine</c>).</param>
+    /// <param name="sockets">The engine of the backend sockets and its threads (the server's <c>ProxyServer:Sockets:Engine</c>
+    /// and <c>EpollThreads</c>).</param>
     public NativeClusterTransport(ClusterConfig cluster, ILogger logger, TimeProvider time, IBackendConnectionMetrics? connectionMetrics = null,
-        Proxy.Transport.Sockets.SocketEngine socketEngine = Proxy.Transport.Sockets.SocketEngine.Runtime)
+        (Proxy.Transport.Sockets.SocketEngine Engine, int EpollThreads) sockets = default)
     {
         _logger = logger;
         _time = time;
         _clusterId = cluster.ClusterId;
         _connectionMetrics = connectionMetrics;
-        _settings = CreateSettings(cluster, socketEngine);
+        _settings = CreateSettings(cluster, sockets.Engine, sockets.EpollThreads);
         // A destination's Host key is its authority on the wire; on TLS its host is also the SNI name and the name the
         // certificate must match, as SocketsHttpHandler does with a Host header.
         foreach (var destination in cluster.Destinations?.Values ?? [])
@@ -48,7 +49,7 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
     /// cleartext speaks HTTP/2 (h2c, prior knowledge) only for Version 2 with Exact or OrHigher, as SocketsHttpHandler does;
     /// TLS offers h2 by ALPN unless Version is 1.x with Exact or OrLower.
     /// </summary>
-    private static BackendPoolSettings CreateSettings(ClusterConfig cluster, Proxy.Transport.Sockets.SocketEngine socketEngine)
+    private static BackendPoolSettings CreateSettings(ClusterConfig cluster, Proxy.Transport.Sockets.SocketEngine socketEngine, int epollThreads)
     {
         var client = cluster.HttpClient;
         var request = cluster.HttpRequest;
@@ -71,7 +72,7 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
             Lifetime = client?.PooledConnectionLifetime ?? Timeout.InfiniteTimeSpan,
             DangerousAcceptAnyServerCertificate = client?.DangerousAcceptAnyServerCertificate == true,
             SslProtocols = client?.SslProtocols ?? System.Security.Authentication.SslProtocols.None,
-            Sockets = new() { InlineScheduling = true, Engine = socketEngine },
+            Sockets = new() { InlineScheduling = true, Engine = socketEngine, EpollThreads = epollThreads },
             Http2 = new Proxy.Protocols.Http2.Client.Http2ClientOptions
             {
                 KeepAlivePingDelay = client?.KeepAlivePingDelay ?? TimeSpan.FromSeconds(30),

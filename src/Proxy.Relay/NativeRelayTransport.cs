@@ -16,12 +16,16 @@ internal sealed class NativeRelayTransport(IServiceProvider services, ILoggerFac
     public bool IsDefault => services.GetService<IServer>() is Proxy.Server.ProxyServer;
 
     public IForwarderClusterTransport CreateCluster(ClusterConfig cluster) =>
-        new NativeClusterTransport(cluster, _logger, time, services.GetService<IBackendConnectionMetrics>(), BackendSocketEngine());
+        new NativeClusterTransport(cluster, _logger, time, services.GetService<IBackendConnectionMetrics>(), ServerSockets() is { } sockets
+            ? (sockets.Engine, sockets.EpollThreads)
+            : (Proxy.Transport.Sockets.SocketEngine.Runtime, 0));
 
-    // The backend sockets use the engine the server's own sockets use (ProxyServer:Sockets:Engine).
-    private Proxy.Transport.Sockets.SocketEngine BackendSocketEngine() =>
+    // The backend sockets use the engine the server's own sockets use (ProxyServer:Sockets:Engine and EpollThreads: one
+    // engine per process, so an active health probe that connects before the first listener binds starts it as the
+    // listeners want it).
+    private Proxy.Transport.Sockets.SocketTransportOptions? ServerSockets() =>
         services.GetService<IServer>() is Proxy.Server.ProxyServer
             && services.GetService<Microsoft.Extensions.Options.IOptions<Proxy.Server.ProxyServerOptions>>() is { } options
-            ? options.Value.Sockets.Engine
-            : Proxy.Transport.Sockets.SocketEngine.Runtime;
+            ? options.Value.Sockets
+            : null;
 }

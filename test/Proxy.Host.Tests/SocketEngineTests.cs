@@ -41,3 +41,45 @@ public sealed class SocketEngineTests
         Assert.Contains($"Socket completions run {expected}", line);
     }
 }
+
+/// <summary>ProxyServer:Sockets:EpollThreads: the epoll engine runs as many threads as it says, and a value it cannot take stops the start.</summary>
+public sealed class EpollThreadsTests
+{
+    [Fact]
+    public async Task EpollThreads_One_TheEngineRunsOneThread()
+    {
+        using var folder = new TempFolder();
+        using var proxy = ProxyProcess.Start(Path.Combine(AppContext.BaseDirectory, "Proxy.Host.dll"),
+            [.. HostRunner.PortZeroArguments(folder), "--Logging:LogLevel:Proxy.Host=Information", "--ProxyServer:Sockets:EpollThreads=1"]);
+
+        var line = (await proxy.WaitForLineAsync("Socket engine: ")).Trim();
+
+        if (!OperatingSystem.IsLinux())
+        {
+            // The runtime's engine there: the log says the setting does not apply.
+            Assert.Contains("the runtime's (ProxyServer:Sockets:EpollThreads=1 applies to the Epoll engine only)", line);
+            return;
+        }
+
+        Assert.Contains("ours, 1 threads (ProxyServer:Sockets:EpollThreads)", line);
+        // The listeners are bound by the time the line is logged, so the engine and its threads exist.
+        var epollThreads = Directory.GetDirectories($"/proc/{proxy.Process.Id}/task")
+            .Select(task => File.ReadAllText(Path.Combine(task, "comm")).Trim())
+            .Count(name => name.StartsWith("Proxy epoll", StringComparison.Ordinal));
+        Assert.Equal(1, epollThreads);
+    }
+
+    [Theory]
+    [InlineData("-1")]
+    [InlineData("two")]
+    public async Task EpollThreads_NotACount_ExitsOneNamingTheKey(string value)
+    {
+        using var folder = new TempFolder();
+        using var error = new StringWriter();
+
+        var exitCode = await ProxyHostApp.RunAsync([.. HostRunner.PortZeroArguments(folder), $"--ProxyServer:Sockets:EpollThreads={value}"], error);
+
+        Assert.Equal(1, exitCode);
+        Assert.Contains($"ProxyServer:Sockets:EpollThreads is '{value}'", error.ToString(), StringComparison.Ordinal);
+    }
+}

@@ -270,3 +270,40 @@ public class SocketTransportTests
         }
     }
 }
+
+/// <summary>Sockets:EpollThreads: the process's one epoll engine, and the values a listener may ask it for.</summary>
+public class EpollThreadsTests
+{
+    [Fact]
+    public async Task Bind_EpollThreadsOfTheRunningEngine_Serves_OtherCountThrowsNamingTheKey()
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            Assert.Throws<PlatformNotSupportedException>(() =>
+                SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), new SocketTransportOptions { Engine = SocketEngine.Epoll, EpollThreads = 1 }));
+            return;
+        }
+
+        // Whatever started the process's engine (this test or another) chose its threads: the same count is accepted.
+        var running = Proxy.Transport.Sockets.Epoll.EpollEngine.GetShared()!.ThreadCount;
+        await using (var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0),
+            new SocketTransportOptions { Engine = SocketEngine.Epoll, EpollThreads = running }))
+        {
+            using var client = await Net.ConnectAsync(listener.EndPoint);
+            var connection = (await listener.AcceptAsync())!;
+            await client.SendAsync("ping"u8.ToArray());
+            var read = await connection.Transport.Input.ReadAtLeastAsync(4).AsTask().WaitAsync(Net.Patience);
+            Assert.Equal("ping", Encoding.ASCII.GetString(read.Buffer.Slice(0, 4)));
+            connection.Transport.Input.AdvanceTo(read.Buffer.GetPosition(4));
+            await connection.DisposeAsync();
+        }
+
+        var other = Assert.Throws<InvalidOperationException>(() => SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0),
+            new SocketTransportOptions { Engine = SocketEngine.Epoll, EpollThreads = running + 1 }));
+        Assert.Contains($"Sockets:EpollThreads is {running + 1}, but this process's epoll engine already runs {running} threads", other.Message);
+
+        var negative = Assert.Throws<ArgumentOutOfRangeException>(() => SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0),
+            new SocketTransportOptions { Engine = SocketEngine.Epoll, EpollThreads = -1 }));
+        Assert.Contains("Sockets:EpollThreads is -1", negative.Message);
+    }
+}

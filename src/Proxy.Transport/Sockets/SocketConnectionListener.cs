@@ -55,9 +55,14 @@ public sealed class SocketConnectionListener : IConnectionListener
 
     /// <summary>The epoll engine <paramref name="options"/> ask for, or null for the runtime's.</summary>
     /// <exception cref="PlatformNotSupportedException">Epoll was asked for off Linux.</exception>
+    private static int ValidEpollThreads(SocketTransportOptions options) => options.EpollThreads >= 0
+        ? options.EpollThreads
+        : throw new ArgumentOutOfRangeException(nameof(options), options.EpollThreads,
+            $"Sockets:EpollThreads is {options.EpollThreads}: use 0 (one thread per core) or a positive number of threads.");
+
     internal static EpollEngine? EngineFor(SocketTransportOptions options) => options.Engine switch
     {
-        SocketEngine.Epoll => EpollEngine.Shared ?? throw new PlatformNotSupportedException(
+        SocketEngine.Epoll => EpollEngine.GetShared(ValidEpollThreads(options)) ?? throw new PlatformNotSupportedException(
             $"Sockets:Engine is {SocketEngine.Epoll}, which needs Linux; use {SocketEngine.Runtime} on {System.Runtime.InteropServices.RuntimeInformation.OSDescription}."),
         _ => null,
     };

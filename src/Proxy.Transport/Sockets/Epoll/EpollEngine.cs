@@ -17,7 +17,8 @@ internal sealed unsafe class EpollEngine
 {
     private const int MaxEvents = 256;
 
-    private static readonly Lazy<EpollEngine?> s_shared = new(() => IsSupported ? new EpollEngine(Environment.ProcessorCount) : null);
+    private static readonly Lock s_sharedLock = new();
+    private static EpollEngine? s_shared;
 
     private readonly int[] _epollFds;
     private readonly Lock _lock = new();
@@ -31,8 +32,36 @@ internal sealed unsafe class EpollEngine
     /// <summary>True on Linux.</summary>
     public static bool IsSupported => OperatingSystem.IsLinux();
 
-    /// <summary>The process's engine (one thread per core), or null where epoll is not there.</summary>
-    public static EpollEngine? Shared => s_shared.Value;
+    /// <summary>
+    /// The process's engine, or null where epoll is not there. The first caller decides its number of threads:
+    /// <paramref name="threads"/>, or one per core when 0. A later caller that names another number gets an
+    /// <see cref="InvalidOperationException"/>: every listener and backend connection of the process shares the engine.
+    /// </summary>
+    public static EpollEngine? GetShared(int threads = 0)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegative(threads);
+        if (!IsSupported)
+        {
+            return null;
+        }
+
+        var engine = Volatile.Read(ref s_shared);
+        if (engine is null)
+        {
+            lock (s_sharedLock)
+            {
+                engine = s_shared ??= new EpollEngine(threads > 0 ? threads : Environment.ProcessorCount);
+            }
+        }
+
+        if (threads > 0 && engine.ThreadCount != threads)
+        {
+            throw new InvalidOperationException(
+                $"Sockets:EpollThreads is {threads}, but this process's epoll engine already runs {engine.ThreadCount} threads: the engine is shared by every listener and backend connection of the process, so give them all the same value.");
+        }
+
+        return engine;
+    }
 
     public EpollEngine(int threadCount)
     {
