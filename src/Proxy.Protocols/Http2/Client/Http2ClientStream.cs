@@ -14,7 +14,7 @@ namespace Proxy.Protocols.Http2.Client;
 /// </summary>
 // Owned by three parties, as a server stream: the read loop (response side, RFC state), the frame-writer loop
 // (Send) and the relay (request body writer, response body reader). Cross-owner fields are atomics or volatile.
-internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
+internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, IValueTaskSource
 {
     private readonly Http2ClientConnection _connection;
     // NOTE: null for a request without a body (GET, an SSE subscription): HEADERS carries END_STREAM and nothing else
@@ -23,7 +23,11 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
     private readonly Pipe _responsePipe;
     private readonly RequestBodyWriter? _requestWriter;
     private readonly ResponseBodyReader _responseReader;
-    private readonly TaskCompletionSource _head = new(TaskCreationOptions.RunContinuationsAsynchronously);
+    // The response head's arrival (or the stream's failure): the stream is its own one-shot value-task source, which
+    // saves the TaskCompletionSource, its Task and a Task.WaitAsync promise per call. Its continuation runs on the thread
+    // pool, not on the read loop that completes it: the loop serves every stream of the connection.
+    private ManualResetValueTaskSourceCore<bool> _head = new() { RunContinuationsAsynchronously = true };
+    private int _headSet;
     // Built here, then the writer loop's: read until it sent HEADERS, then dropped by it (OnHeadersSent), so a long-lived
     // stream does not keep its request's field list.
     private List<KeyValuePair<string, string>>? _headers;
@@ -176,23 +180,53 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
     public override PipeWriter RequestBody => _requestWriter ?? NoRequestBody.Writer;
     public override PipeReader ResponseBody => _responseReader;
 
-    public override async ValueTask ReadResponseHeadAsync(CancellationToken cancellationToken)
+    // NOTE: one waiter, once (the relay): a one-shot source.
+    public override ValueTask ReadResponseHeadAsync(CancellationToken cancellationToken)
     {
-        if (_head.Task.IsCompleted)
-        {
-            await _head.Task;
-            return;
-        }
+        var head = new ValueTask(this, _head.Version);
+        return head.IsCompleted || !cancellationToken.CanBeCanceled ? head : WaitForHeadAsync(head, cancellationToken);
+    }
+
+    private async ValueTask WaitForHeadAsync(ValueTask head, CancellationToken cancellationToken)
+    {
+        // A cancellation aborts the stream (RST_STREAM CANCEL), which fails the head: the caller sees its token's exception.
+        using var registration = cancellationToken.UnsafeRegister(static state => ((Http2ClientStream)state!).Abort(), this);
         try
         {
-            await _head.Task.WaitAsync(cancellationToken);
+            await head.ConfigureAwait(false);
         }
-        catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+        catch (BackendException) when (cancellationToken.IsCancellationRequested)
         {
-            Abort();
-            throw;
+            throw new OperationCanceledException(cancellationToken);
         }
     }
+
+    /// <summary>Completes the head's wait once: with success, or with <paramref name="error"/>. False when it already was.</summary>
+    private bool TrySetHead(Exception? error)
+    {
+        if (Interlocked.Exchange(ref _headSet, 1) != 0)
+        {
+            return false;
+        }
+
+        if (error is null)
+        {
+            _head.SetResult(true);
+        }
+        else
+        {
+            _head.SetException(error);
+        }
+
+        return true;
+    }
+
+    void IValueTaskSource.GetResult(short token) => _head.GetResult(token);
+
+    ValueTaskSourceStatus IValueTaskSource.GetStatus(short token) => _head.GetStatus(token);
+
+    void IValueTaskSource.OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags) =>
+        _head.OnCompleted(continuation, state, token, flags);
 
     public override void Abort(uint errorCode = (uint)Http2ErrorCode.Cancel)
     {
@@ -202,7 +236,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
         }
         _abortRequested = true;
         var error = new BackendException(BackendFailure.Aborted, "The exchange was aborted.");
-        _head.TrySetException(error);
+        TrySetHead(error);
         // The read loop takes the stream out of its table, fails the response pipe and asks the writer for RST_STREAM
         // (unless the stream already closed both ways: then there is nothing to reset, RFC 9113 §5.1).
         _connection.PostAbandon(this, (Http2ErrorCode)errorCode);
@@ -235,7 +269,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
         {
             EndResponse();
         }
-        _head.TrySetResult();
+        TrySetHead(null);
     }
 
     /// <summary>Copies DATA into the response pipe (read loop). Returns bytes to credit back at once (nobody reads them any more).</summary>
@@ -287,7 +321,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource
         RemoteEnded = true;
         _remoteEndedShared = true;
         _outputReleased = true;
-        _head.TrySetException(error);
+        TrySetHead(error);
         _responsePipe.Writer.Complete(error);
         _requestPipe?.Writer.CancelPendingFlush(); // a relay waiting for request credit sees the end now
     }
