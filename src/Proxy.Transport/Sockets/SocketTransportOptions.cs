@@ -76,10 +76,11 @@ public sealed class SocketTransportOptions
     /// Threads of the <see cref="SocketEngine.Epoll"/> engine; 0 (the default) is one per core, as nginx's
     /// <c>worker_processes auto</c> and HAProxy's <c>nbthread</c>. The engine is shared by the whole process (listeners and
     /// backend connections), so every place that sets this must agree. HTTP/1.1 requests run on these threads from their
-    /// first byte to their last (HTTP/2 streams run on the thread pool): on a machine whose cores are shared with the
-    /// backend or other busy processes, fewer threads wake less often. Measured on 2 cores shared with the client and
-    /// the backend, GET 1 KB over HTTP/1.1 through the relay: 1 thread cost 12% less CPU per request than 2 and served 9%
-    /// more requests per second; over h2c the two were level (benchmarks/README, "Session 16").
+    /// first byte to their last (HTTP/2 streams run on the thread pool): fewer threads wake less often, and more threads
+    /// serve more HTTP/1.1 connections in parallel. Measured on 2 cores shared with the client and the backend, 1 thread
+    /// against 2: context switches per request halved, CPU per request -12% (GET h1, one run) and level (GET h1, another
+    /// run; GET h2c, POST), gRPC unary 1x70 +21% CPU and -22% RPS (benchmarks/README, "Session 16"). Not a general win,
+    /// hence one per core by default.
     /// </summary>
     public int EpollThreads { get; set; }
 
