@@ -97,6 +97,7 @@ WORK=$(mktemp -d /tmp/proxy-comparison.XXXXXX)
 STARTED_GROUPS=()   # process-group ids we started (each target runs under setsid)
 cleanup() {
   local g
+  [[ -n "${WINDOW_PID:-}" ]] && kill "$WINDOW_PID" 2>/dev/null || true
   for g in "${STARTED_GROUPS[@]:-}"; do
     [[ -n "$g" ]] && kill -TERM -- "-$g" 2>/dev/null || true
   done

@@ -42,8 +42,9 @@ internal static class HostServer
         : configuration.GetSection($"{ProxyServerWebHostBuilderExtensions.ConfigurationSectionName}:Endpoints").Exists();
 
     /// <summary>
-    /// <c>ProxyServer:Sockets:EpollThreads</c> must be a whole number, 0 or more: checked at startup with the key named, on
-    /// every platform and engine (a value the engine in use does not read is reported by the startup log line, not here).
+    /// <c>ProxyServer:Sockets:EpollThreads</c> must be a whole number from 0 to 1024: checked at startup with the key named,
+    /// on every platform, engine and server. On our server with the runtime's engine the startup log line says the value
+    /// does not apply; on Kestrel the whole <c>ProxyServer</c> section does not (README, "Host: which server").
     /// </summary>
     public static void ValidateEpollThreads(IConfiguration configuration, string configFile)
     {
@@ -54,9 +55,10 @@ internal static class HostServer
             return;
         }
 
-        if (!int.TryParse(text, System.Globalization.NumberStyles.Integer, System.Globalization.CultureInfo.InvariantCulture, out var threads) || threads < 0)
+        if (!int.TryParse(text, System.Globalization.NumberStyles.Integer, System.Globalization.CultureInfo.InvariantCulture, out var threads)
+            || threads is < 0 or > Proxy.Transport.Sockets.SocketTransportOptions.MaxEpollThreads)
         {
-            throw new HostStartupException($"{key} is '{text}' (in {configFile} or the command line): use 0 (one thread per core) or a positive number of threads.");
+            throw new HostStartupException($"{key} is '{text}' (in {configFile} or the command line): use 0 (one thread per core) or a number of threads up to {Proxy.Transport.Sockets.SocketTransportOptions.MaxEpollThreads}.");
         }
     }
 

@@ -53,13 +53,13 @@ public sealed class SocketConnectionListener : IConnectionListener
         return new SocketConnectionListener(socket, options, io, epoll);
     }
 
-    /// <summary>The epoll engine <paramref name="options"/> ask for, or null for the runtime's.</summary>
-    /// <exception cref="PlatformNotSupportedException">Epoll was asked for off Linux.</exception>
-    private static int ValidEpollThreads(SocketTransportOptions options) => options.EpollThreads >= 0
+    private static int ValidEpollThreads(SocketTransportOptions options) => options.EpollThreads is >= 0 and <= SocketTransportOptions.MaxEpollThreads
         ? options.EpollThreads
         : throw new ArgumentOutOfRangeException(nameof(options), options.EpollThreads,
-            $"Sockets:EpollThreads is {options.EpollThreads}: use 0 (one thread per core) or a positive number of threads.");
+            $"Sockets:EpollThreads is {options.EpollThreads}: use 0 (one thread per core) or a number of threads up to {SocketTransportOptions.MaxEpollThreads}.");
 
+    /// <summary>The epoll engine <paramref name="options"/> ask for, or null for the runtime's.</summary>
+    /// <exception cref="PlatformNotSupportedException">Epoll was asked for off Linux.</exception>
     internal static EpollEngine? EngineFor(SocketTransportOptions options) => options.Engine switch
     {
         SocketEngine.Epoll => EpollEngine.GetShared(ValidEpollThreads(options)) ?? throw new PlatformNotSupportedException(

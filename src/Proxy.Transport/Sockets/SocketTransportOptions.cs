@@ -10,7 +10,8 @@ public enum SocketEngine
 
     /// <summary>
     /// Our own epoll engine (Linux only; elsewhere binding a listener or connecting throws
-    /// <see cref="PlatformNotSupportedException"/> naming this option): one thread per core, each socket added once,
+    /// <see cref="PlatformNotSupportedException"/> naming this option): one thread per core unless
+    /// <see cref="SocketTransportOptions.EpollThreads"/> says otherwise, each socket added once,
     /// edge-triggered. A receive that emptied the socket waits for the next event instead of asking again, which saves
     /// a recv per message, and a loop resumes on the epoll thread (as the runtime's engine does with
     /// DOTNET_SYSTEM_NET_SOCKETS_INLINE_COMPLETIONS=1): code that blocks there stalls the other sockets of that thread. TLS handshakes and certificate validation continue there too (a chain that fetches a missing intermediate certificate blocks).
@@ -80,9 +81,14 @@ public sealed class SocketTransportOptions
     /// serve more HTTP/1.1 connections in parallel. Measured on 2 cores shared with the client and the backend, 1 thread
     /// against 2: context switches per request halved, CPU per request -12% (GET h1, one run) and level (GET h1, another
     /// run; GET h2c, POST), gRPC unary 1x70 +21% CPU and -22% RPS (benchmarks/README, "Session 16"). Not a general win,
-    /// hence one per core by default.
+    /// hence one per core by default. 0 takes the engine as it runs when another listener or connection of the process
+    /// started it first; a number must match it (<see cref="InvalidOperationException"/> otherwise). At most
+    /// <see cref="MaxEpollThreads"/>.
     /// </summary>
     public int EpollThreads { get; set; }
+
+    /// <summary>The largest <see cref="EpollThreads"/> accepted.</summary>
+    public const int MaxEpollThreads = 1024;
 
     // TODO(listener buckets): SO_REUSEPORT buckets (several listen sockets on one endpoint, one
     // accept loop each) plug in at SocketConnectionListener.Bind; not implemented yet.

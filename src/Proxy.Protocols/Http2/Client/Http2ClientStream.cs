@@ -28,6 +28,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
     // pool, not on the read loop that completes it: the loop serves every stream of the connection.
     private ManualResetValueTaskSourceCore<bool> _head = new() { RunContinuationsAsynchronously = true };
     private int _headSet;
+    private int _headAwaited;
     // Built here, then the writer loop's: read until it sent HEADERS, then dropped by it (OnHeadersSent), so a long-lived
     // stream does not keep its request's field list.
     private List<KeyValuePair<string, string>>? _headers;
@@ -180,9 +181,15 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
     public override PipeWriter RequestBody => _requestWriter ?? NoRequestBody.Writer;
     public override PipeReader ResponseBody => _responseReader;
 
-    // NOTE: one waiter, once (the relay): a one-shot source.
+    // NOTE: one waiter, once (the relay): a one-shot source takes a single continuation, so a second call throws here
+    // rather than inside the source.
     public override ValueTask ReadResponseHeadAsync(CancellationToken cancellationToken)
     {
+        if (Interlocked.Exchange(ref _headAwaited, 1) != 0)
+        {
+            throw new InvalidOperationException("The response head was already read.");
+        }
+
         var head = new ValueTask(this, _head.Version);
         return head.IsCompleted || !cancellationToken.CanBeCanceled ? head : WaitForHeadAsync(head, cancellationToken);
     }

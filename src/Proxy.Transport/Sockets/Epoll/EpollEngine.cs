@@ -34,8 +34,9 @@ internal sealed unsafe class EpollEngine
 
     /// <summary>
     /// The process's engine, or null where epoll is not there. The first caller decides its number of threads:
-    /// <paramref name="threads"/>, or one per core when 0. A later caller that names another number gets an
-    /// <see cref="InvalidOperationException"/>: every listener and backend connection of the process shares the engine.
+    /// <paramref name="threads"/>, or one per core when 0. A later caller that passes 0 takes the engine as it runs; one
+    /// that names another number gets an <see cref="InvalidOperationException"/>: every listener and backend connection
+    /// of the process shares the engine.
     /// </summary>
     public static EpollEngine? GetShared(int threads = 0)
     {
