@@ -77,7 +77,7 @@ public sealed class DemoBackends : IAsyncDisposable
     private async Task<Uri> StartAppAsync(string url, Action<IServiceCollection>? services, Action<WebApplication> map, CancellationToken cancellationToken)
     {
         // Args = []: the backends take nothing from the proxy's command line; only warnings reach the console.
-        var builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = [] });
+        var builder = HostConfiguration.WithoutTreeWatch(() => WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = [] }));
         builder.Logging.ClearProviders();
         builder.Logging.AddSimpleConsole(o => o.SingleLine = true).SetMinimumLevel(LogLevel.Warning)
             .AddFilter("Microsoft.Extensions.Hosting", LogLevel.None); // a failed start is reported once, by ProxyHostApp

@@ -22,8 +22,10 @@ internal static class HostConfiguration
     /// reported to <paramref name="reloadLog"/>), environment variables, the command line. Returns the proxy
     /// config file's full path.
     /// </summary>
-    public static string Apply(WebApplicationBuilder builder, string[] args, ConfigFileReloadLog reloadLog)
+    public static string Apply(WebApplicationBuilder builder, string[] args, ConfigFileReloadLog reloadLog, ConfigFolders folders)
     {
+        WatchAppSettingsInTheirFolder(builder, folders);
+
         // Concise defaults that any file can override: requests and routing chatter stay out of the console.
         builder.Configuration.Sources.Insert(0, new MemoryConfigurationSource
         {
@@ -57,8 +59,14 @@ internal static class HostConfiguration
 
         try
         {
-            var source = new ConfigFileSource(reloadLog) { Path = path, Optional = false, ReloadOnChange = true };
-            source.ResolveFileProvider(); // an absolute path: watched in its own folder, not under the content root
+            // Watched in its own folder (that folder alone, not the tree under it), not under the content root.
+            var source = new ConfigFileSource(reloadLog)
+            {
+                Path = System.IO.Path.GetFileName(path),
+                FileProvider = folders.For(System.IO.Path.GetDirectoryName(path)!),
+                Optional = false,
+                ReloadOnChange = true,
+            };
             ((IConfigurationBuilder)builder.Configuration).Add(source);
         }
         catch (InvalidDataException ex)
@@ -71,6 +79,73 @@ internal static class HostConfiguration
         builder.Configuration.AddEnvironmentVariables();
         builder.Configuration.AddCommandLine(args);
         return path;
+    }
+
+    // The host setting that makes WebApplication.CreateBuilder add appsettings*.json with reload on change, which watches
+    // every folder under the content root. Read from the DOTNET_ variables only (not the command line), while the
+    // builder is made.
+    private const string DefaultReloadVariable = "DOTNET_hostBuilder__reloadConfigOnChange";
+    private static readonly Lock BuilderLock = new();
+
+    /// <summary>
+    /// <c>WebApplication.CreateBuilder</c> without its watch of the content root's tree (unless the user set
+    /// <c>DOTNET_hostBuilder__reloadConfigOnChange</c> themselves): <see cref="Apply"/> watches appsettings*.json in
+    /// their folder instead.
+    /// </summary>
+    public static WebApplicationBuilder CreateBuilder(string[] args) =>
+        WithoutTreeWatch(() => WebApplication.CreateBuilder(new WebApplicationOptions { Args = args }));
+
+    /// <summary>
+    /// A builder made by <paramref name="create"/> whose appsettings*.json sources do not reload on change, so it starts
+    /// no watcher over the content root's tree: for the host's own apps (admin endpoint, demo backends), which read no
+    /// settings of the user's, and for the proxy app before <see cref="Apply"/>.
+    /// </summary>
+    public static WebApplicationBuilder WithoutTreeWatch(Func<WebApplicationBuilder> create)
+    {
+        if (Environment.GetEnvironmentVariable(DefaultReloadVariable) is not null)
+        {
+            return create();
+        }
+
+        // NOTE: set while the builder is made only (the only time it is read), under a lock: hosts built at once in one
+        // process (tests) all get it, and processes started later do not inherit it.
+        lock (BuilderLock)
+        {
+            Environment.SetEnvironmentVariable(DefaultReloadVariable, "false");
+            try
+            {
+                return create();
+            }
+            finally
+            {
+                Environment.SetEnvironmentVariable(DefaultReloadVariable, null);
+            }
+        }
+    }
+
+    /// <summary>
+    /// appsettings.json and appsettings.{Environment}.json, which <see cref="CreateBuilder"/> added without reload,
+    /// reloaded on change again, watched in the content root folder alone
+    /// (<see cref="FolderFileProvider"/>: its default watcher takes every folder under the content root).
+    /// </summary>
+    private static void WatchAppSettingsInTheirFolder(WebApplicationBuilder builder, ConfigFolders folders)
+    {
+        var sources = builder.Configuration.Sources;
+        var names = new[] { "appsettings.json", $"appsettings.{builder.Environment.EnvironmentName}.json" };
+        for (var i = 0; i < sources.Count; i++)
+        {
+            if (sources[i] is Microsoft.Extensions.Configuration.Json.JsonConfigurationSource { ReloadOnChange: false } json
+                && json.Path is { } name && names.Contains(name, StringComparer.Ordinal))
+            {
+                sources[i] = new Microsoft.Extensions.Configuration.Json.JsonConfigurationSource
+                {
+                    Path = name,
+                    Optional = json.Optional,
+                    ReloadOnChange = true,
+                    FileProvider = folders.For(builder.Environment.ContentRootPath),
+                };
+            }
+        }
     }
 
     /// <summary>

@@ -27,8 +27,12 @@ public sealed class ProxyHostApp : IAsyncDisposable
     /// <summary>Used when neither --urls, ASPNETCORE_URLS nor a <c>Urls</c> key says otherwise.</summary>
     public static readonly string[] DefaultUrls = ["https://127.0.0.1:8443", "http://127.0.0.1:8080"];
 
-    private ProxyHostApp(WebApplication app, ProxyHostServer server, DemoBackends? demo, string configFile, AdminEndpoint? admin)
+    private readonly ConfigFolders _configFolders;
+
+    private ProxyHostApp(WebApplication app, ProxyHostServer server, DemoBackends? demo, string configFile, AdminEndpoint? admin,
+        ConfigFolders configFolders)
     {
+        _configFolders = configFolders;
         App = app;
         Admin = admin;
         Server = server;
@@ -66,9 +70,25 @@ public sealed class ProxyHostApp : IAsyncDisposable
     /// <summary>Test hook: <paramref name="configure"/> sees the builder after the host's own logging setup (to add a log capture).</summary>
     internal static async Task<ProxyHostApp> BuildAsync(string[] args, Action<WebApplicationBuilder>? configure, CancellationToken cancellationToken)
     {
-        var builder = WebApplication.CreateBuilder(new WebApplicationOptions { Args = args });
+        var folders = new ConfigFolders();
+        try
+        {
+            return await BuildAsync(args, configure, folders, cancellationToken);
+        }
+        catch
+        {
+            folders.Dispose(); // the config files' watchers: a failed start (a test, a retry) must not keep them
+            throw;
+        }
+    }
+
+    private static async Task<ProxyHostApp> BuildAsync(string[] args, Action<WebApplicationBuilder>? configure, ConfigFolders folders,
+        CancellationToken cancellationToken)
+    {
+        var builder = HostConfiguration.CreateBuilder(args);
         var reloadLog = new ConfigFileReloadLog();
-        var configFile = HostConfiguration.Apply(builder, args, reloadLog);
+        var configFile = HostConfiguration.Apply(builder, args, reloadLog, folders);
+
         HostConfiguration.ConfigureLogging(builder);
         configure?.Invoke(builder);
         var server = HostServer.Read(builder.Configuration);
@@ -117,7 +137,7 @@ public sealed class ProxyHostApp : IAsyncDisposable
             reloadLog.Logger = app.Services.GetRequiredService<ILoggerFactory>().CreateLogger("Proxy.Host");
             app.MapProxyForwarding(); // Loads and validates the config: a bad one throws here, before any port is bound.
             var admin = adminOptions is null ? null : AdminEndpoint.Build(adminOptions, app, server);
-            return new ProxyHostApp(app, server, demo, configFile, admin);
+            return new ProxyHostApp(app, server, demo, configFile, admin, folders);
         }
         catch
         {
@@ -325,6 +345,7 @@ public sealed class ProxyHostApp : IAsyncDisposable
         finally
         {
             await App.DisposeAsync();
+            _configFolders.Dispose();
             if (Demo is not null)
             {
                 await Demo.DisposeAsync();

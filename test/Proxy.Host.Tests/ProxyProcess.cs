@@ -22,10 +22,17 @@ internal sealed class ProxyProcess : IDisposable
 
     public Process Process { get; }
 
-    public static ProxyProcess Start(string dll, params string[] arguments)
+    public static ProxyProcess Start(string dll, params string[] arguments) => StartIn(workingDirectory: null, dll, arguments);
+
+    /// <summary>As <see cref="Start"/>, with <paramref name="workingDirectory"/> as the process's current folder (its content root).</summary>
+    public static ProxyProcess StartIn(string? workingDirectory, string dll, params string[] arguments)
     {
         var dotnet = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH") is { Length: > 0 } host && File.Exists(host) ? host : "dotnet";
         var start = new ProcessStartInfo(dotnet) { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
+        if (workingDirectory is not null)
+        {
+            start.WorkingDirectory = workingDirectory;
+        }
         start.ArgumentList.Add(dll);
         foreach (var argument in arguments)
         {

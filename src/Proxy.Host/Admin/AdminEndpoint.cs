@@ -41,7 +41,7 @@ internal sealed class AdminEndpoint : IAsyncDisposable
 
     public static AdminEndpoint Build(AdminOptions options, WebApplication proxy, ProxyHostServer server)
     {
-        var builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = [] });
+        var builder = HostConfiguration.WithoutTreeWatch(() => WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = [] }));
         // Nothing from the proxy's files, environment or command line: ASPNETCORE_URLS or Kestrel:Endpoints would otherwise
         // put this app on the proxy's ports. Only where the development certificate lives (an https admin URL).
         builder.Configuration.Sources.Clear();

@@ -1,0 +1,160 @@
+using System.Net;
+using System.Text.RegularExpressions;
+
+namespace Proxy.Host.Tests;
+
+/// <summary>
+/// The config files are watched in their own folders only: not the trees under them (which cost an inotify watch per
+/// folder, and a wakeup per file written anywhere in them), and a change still reloads.
+/// </summary>
+public sealed partial class ConfigWatchTests
+{
+    private const string NoDemo = """{ "Demo": { "Enabled": false }, "ReverseProxy": { "Routes": {}, "Clusters": {} } }""";
+
+    // A route to a port nothing listens on: routed, it answers 502; unknown, 404.
+    private static string Routes(params string[] paths)
+    {
+        var routes = string.Join(", ", paths.Select(p => $"\"r{p.Trim('/')}\": {{ \"ClusterId\": \"closed\", \"Match\": {{ \"Path\": \"{p}\" }} }}"));
+        return $$"""
+            { "ReverseProxy": {
+                "Routes": { {{routes}} },
+                "Clusters": { "closed": { "Destinations": { "d1": { "Address": "http://127.0.0.1:1/" } } } } } }
+            """;
+    }
+
+    private static ProxyProcess StartIn(string workingDirectory, TempFolder certificates, string configFile) =>
+        ProxyProcess.StartIn(workingDirectory, Path.Combine(AppContext.BaseDirectory, "Proxy.Host.dll"),
+            "--config", configFile, "--urls=http://127.0.0.1:0", "--Admin:Url=http://127.0.0.1:0",
+            $"--ProxyServer:DevelopmentCertificateDirectory={certificates.Path}",
+            "--Logging:LogLevel:Default=Warning", "--Logging:LogLevel:Proxy.Host=Information");
+
+    private static async Task<Uri> ListeningAsync(ProxyProcess proxy)
+    {
+        var line = await proxy.WaitForLineAsync("Proxy listening on ");
+        return new Uri(ListeningAddress().Match(line).Value);
+    }
+
+    [GeneratedRegex(@"http://127\.0\.0\.1:\d+/")]
+    private static partial Regex ListeningAddress();
+
+    private static void MakeTree(string root, int folders)
+    {
+        for (var i = 0; i < folders; i++)
+        {
+            Directory.CreateDirectory(Path.Combine(root, $"a{i % 10}", $"b{i}"));
+        }
+    }
+
+    // Every inotify watch the process holds, over all its inotify instances (Linux: one "inotify wd:" line each).
+    private static int InotifyWatches(int pid) =>
+        Directory.GetFiles($"/proc/{pid}/fdinfo").Sum(fd =>
+        {
+            try
+            {
+                return File.ReadLines(fd).Count(line => line.StartsWith("inotify wd:", StringComparison.Ordinal));
+            }
+            catch (IOException)
+            {
+                return 0; // a descriptor closed between the listing and the read
+            }
+        });
+
+    [Fact]
+    public async Task StartedInALargeTree_WatchesTheConfigFoldersOnly()
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            return; // inotify and /proc: what this counts is Linux's
+        }
+
+        using var current = new TempFolder();
+        using var configs = new TempFolder();
+        using var certificates = new TempFolder();
+        MakeTree(current.Path, 300);
+        MakeTree(configs.Path, 300);
+        current.Write("appsettings.json", "{}");
+        var config = configs.Write("proxy.json", NoDemo);
+        using var proxy = StartIn(current.Path, certificates, config);
+
+        await ListeningAsync(proxy);
+
+        // The config file's folder, the current folder's appsettings*.json and the certificate folder: one watch each at
+        // most. A watch of either tree would take 311 (the folder, its 10 and their 300).
+        Assert.InRange(InotifyWatches(proxy.Process.Id), 1, 8);
+    }
+
+    [Fact]
+    public async Task AppSettingsInTheCurrentFolder_EditedWhileRunning_IsReloaded()
+    {
+        using var current = new TempFolder();
+        using var configs = new TempFolder();
+        using var certificates = new TempFolder();
+        var appSettings = current.Write("appsettings.json", Routes("/a"));
+        var config = configs.Write("proxy.json", """{ "Demo": { "Enabled": false } }""");
+        using var proxy = StartIn(current.Path, certificates, config);
+        var address = await ListeningAsync(proxy);
+        using var client = new HttpClient();
+        using (var before = await client.GetAsync(new Uri(address, "/b")))
+        {
+            Assert.Equal(HttpStatusCode.NotFound, before.StatusCode);
+        }
+
+        File.WriteAllText(appSettings, Routes("/a", "/b"));
+
+        Assert.Equal(HttpStatusCode.BadGateway, await StatusOnceRoutedAsync(client, new Uri(address, "/b")));
+    }
+
+    [Fact]
+    public async Task ConfigFileBehindALinkSwappedAsKubernetesDoes_IsReloaded()
+    {
+        if (OperatingSystem.IsWindows())
+        {
+            return; // symbolic links need a privilege there
+        }
+
+        // A ConfigMap volume: proxy.json -> ..data/proxy.json, ..data -> ..2026_1; an update writes ..2026_2, then renames
+        // a new link over ..data. Only "..data" appears in the folder's events.
+        using var mount = new TempFolder();
+        using var current = new TempFolder();
+        using var certificates = new TempFolder();
+        Directory.CreateDirectory(Path.Combine(mount.Path, "..2026_1"));
+        File.WriteAllText(Path.Combine(mount.Path, "..2026_1", "proxy.json"), Routes("/a"));
+        File.CreateSymbolicLink(Path.Combine(mount.Path, "..data"), "..2026_1");
+        File.CreateSymbolicLink(Path.Combine(mount.Path, "proxy.json"), Path.Combine("..data", "proxy.json"));
+        using var proxy = StartIn(current.Path, certificates, Path.Combine(mount.Path, "proxy.json"));
+        var address = await ListeningAsync(proxy);
+        using var client = new HttpClient();
+        using (var before = await client.GetAsync(new Uri(address, "/b")))
+        {
+            Assert.Equal(HttpStatusCode.NotFound, before.StatusCode);
+        }
+
+        Directory.CreateDirectory(Path.Combine(mount.Path, "..2026_2"));
+        File.WriteAllText(Path.Combine(mount.Path, "..2026_2", "proxy.json"), Routes("/a", "/b"));
+        File.CreateSymbolicLink(Path.Combine(mount.Path, "..data_tmp"), "..2026_2");
+        // rename(2) replaces the link itself in one step (File.Move follows a link to a folder and refuses it).
+        Assert.Equal(0, Rename(Path.Combine(mount.Path, "..data_tmp"), Path.Combine(mount.Path, "..data")));
+
+        Assert.Equal(HttpStatusCode.BadGateway, await StatusOnceRoutedAsync(client, new Uri(address, "/b")));
+    }
+
+    [System.Runtime.InteropServices.DllImport("libc", EntryPoint = "rename", SetLastError = true)]
+    private static extern int Rename(string from, string to);
+
+    // The file watcher reports a change asynchronously: ask until the route exists, up to a bound that only turns a reload
+    // that never comes into a failure.
+    private static async Task<HttpStatusCode> StatusOnceRoutedAsync(HttpClient client, Uri uri)
+    {
+        var deadline = DateTime.UtcNow + TimeSpan.FromSeconds(30);
+        while (true)
+        {
+            using var response = await client.GetAsync(uri);
+            if (response.StatusCode != HttpStatusCode.NotFound || DateTime.UtcNow > deadline)
+            {
+                return response.StatusCode;
+            }
+
+            await Task.Delay(100);
+        }
+    }
+}
