@@ -15,15 +15,20 @@ namespace Proxy.Host;
 /// Here one watcher per folder, not recursive: the files in the folder itself are what configuration reads.
 /// NOTE: a change to a file swapped in through a link (Kubernetes mounts a ConfigMap's files as links through
 /// <c>..data</c>, which it replaces with one rename) names only <c>..data</c>: such an event concerns every file watched.
+/// NOTE: with <c>DOTNET_USE_POLLING_FILE_WATCHER</c> set (network shares, some container mounts, where inotify sees no
+/// change) the files are polled as <see cref="PhysicalFileProvider"/> does, and no watcher is made.
 /// </remarks>
-// Owned by the configuration sources it serves (the host's configuration, for the process's life). Watch runs on the
+// Owned by ConfigFolders (one per folder, per host); the configuration sources of that host use it. Watch runs on the
 // configuration's threads, the file events on the watcher's thread: both synchronise on _lock.
 internal sealed class FolderFileProvider : IFileProvider, IDisposable
 {
     private readonly PhysicalFileProvider _files;
     private readonly Lock _lock = new();
-    private readonly Dictionary<string, CancellationTokenSource> _changes = new(StringComparer.Ordinal);
+    // NOTE: names compared ignoring case, as PhysicalFileProvider does: on Windows and macOS "AppSettings.json" is the
+    // file configuration reads as "appsettings.json". On Linux two names that differ only in case cost an extra reload.
+    private readonly Dictionary<string, CancellationTokenSource> _changes = new(StringComparer.OrdinalIgnoreCase);
     private FileSystemWatcher? _watcher;
+    private bool _disposed;
 
     public FolderFileProvider(string folder) => _files = new PhysicalFileProvider(Path.GetFullPath(folder));
 
@@ -41,6 +46,11 @@ internal sealed class FolderFileProvider : IFileProvider, IDisposable
     /// </summary>
     public IChangeToken Watch(string filter)
     {
+        if (_files.UsePollingFileWatcher)
+        {
+            return _files.Watch(filter);
+        }
+
         var name = filter.TrimStart('/', '\\');
         if (name.Length == 0 || name.AsSpan().IndexOfAny("/\\*?") >= 0)
         {
@@ -49,6 +59,11 @@ internal sealed class FolderFileProvider : IFileProvider, IDisposable
 
         lock (_lock)
         {
+            if (_disposed)
+            {
+                return NullChangeToken.Singleton; // a reload still running as the host stops
+            }
+
             if (_watcher is null)
             {
                 var watcher = new FileSystemWatcher(_files.Root)
@@ -84,7 +99,7 @@ internal sealed class FolderFileProvider : IFileProvider, IDisposable
         {
             foreach (var name in _changes.Keys.ToList())
             {
-                if (linkSwap || name == e.Name || name == oldName)
+                if (linkSwap || _changes.Comparer.Equals(name, e.Name) || (oldName is not null && _changes.Comparer.Equals(name, oldName)))
                 {
                     (changed ??= []).Add(_changes[name]);
                     _changes.Remove(name);
@@ -108,7 +123,11 @@ internal sealed class FolderFileProvider : IFileProvider, IDisposable
         Signal(changed);
     }
 
-    // Outside the lock: a token's callbacks (the configuration's reload) may call Watch again.
+    // NOTE: on the thread pool, as PhysicalFilesWatcher does: the tokens' callbacks are the configuration's reload, which
+    // throws for a file it cannot read (invalid JSON, a value an options class refuses). Thrown here, on the watcher's
+    // thread, that stops the watcher for good; in a task it is only that reload that failed (ConfigFileSource reports
+    // the proxy config's), and the next change reloads. The sources are not disposed: a consumer may still register on
+    // a token, which then runs its callback at once.
     private static void Signal(List<CancellationTokenSource>? changed)
     {
         if (changed is null)
@@ -116,10 +135,10 @@ internal sealed class FolderFileProvider : IFileProvider, IDisposable
             return;
         }
 
-        // NOTE: not disposed: a consumer may still register on the token, which runs its callback at once.
         foreach (var change in changed)
         {
-            change.Cancel();
+            _ = Task.Factory.StartNew(static state => ((CancellationTokenSource)state!).Cancel(), change,
+                CancellationToken.None, TaskCreationOptions.DenyChildAttach, TaskScheduler.Default);
         }
     }
 
@@ -127,6 +146,7 @@ internal sealed class FolderFileProvider : IFileProvider, IDisposable
     {
         lock (_lock)
         {
+            _disposed = true;
             _watcher?.Dispose();
             _watcher = null;
             _changes.Clear();

@@ -20,11 +20,16 @@ internal static class HostConfiguration
     /// Sources, lowest precedence first: built-in logging defaults, appsettings*.json (current folder), the
     /// proxy config file (--config FILE, else the bundled proxy.json; reloaded on change, a failed reload
     /// reported to <paramref name="reloadLog"/>), environment variables, the command line. Returns the proxy
-    /// config file's full path.
+    /// config file's full path. <paramref name="treeWatchForced"/>: <see cref="CreateBuilder"/> turned off ASP.NET Core's
+    /// watch of the content root's tree, and appsettings*.json get a watch of their folder here instead.
     /// </summary>
-    public static string Apply(WebApplicationBuilder builder, string[] args, ConfigFileReloadLog reloadLog, ConfigFolders folders)
+    public static string Apply(WebApplicationBuilder builder, bool treeWatchForced, string[] args, ConfigFileReloadLog reloadLog,
+        ConfigFolders folders)
     {
-        WatchAppSettingsInTheirFolder(builder, folders);
+        if (treeWatchForced)
+        {
+            WatchAppSettingsInTheirFolder(builder, folders);
+        }
 
         // Concise defaults that any file can override: requests and routing chatter stay out of the console.
         builder.Configuration.Sources.Insert(0, new MemoryConfigurationSource
@@ -82,35 +87,44 @@ internal static class HostConfiguration
     }
 
     // The host setting that makes WebApplication.CreateBuilder add appsettings*.json with reload on change, which watches
-    // every folder under the content root. Read from the DOTNET_ variables only (not the command line), while the
-    // builder is made.
+    // every folder under the content root. Read while the builder is made, from the DOTNET_ variables (which come after
+    // the ASPNETCORE_ ones, so this one wins) and the command line.
     private const string DefaultReloadVariable = "DOTNET_hostBuilder__reloadConfigOnChange";
+    private const string DefaultReloadKey = "hostBuilder:reloadConfigOnChange";
     private static readonly Lock BuilderLock = new();
 
+    // NOTE: read once, before any builder is made: the variable this class sets for a moment is never taken for the user's.
+    private static readonly bool UserSetDefaultReload =
+        Environment.GetEnvironmentVariable(DefaultReloadVariable) is not null
+        || Environment.GetEnvironmentVariable("ASPNETCORE_hostBuilder__reloadConfigOnChange") is not null;
+
     /// <summary>
-    /// <c>WebApplication.CreateBuilder</c> without its watch of the content root's tree (unless the user set
-    /// <c>DOTNET_hostBuilder__reloadConfigOnChange</c> themselves): <see cref="Apply"/> watches appsettings*.json in
-    /// their folder instead.
+    /// <c>WebApplication.CreateBuilder</c> without its watch of the content root's tree, unless the user set
+    /// <c>hostBuilder:reloadConfigOnChange</c> (variable or command line): then as they said. True in
+    /// <c>Forced</c> when this turned the watch off: <see cref="Apply"/> then watches appsettings*.json in their folder.
     /// </summary>
-    public static WebApplicationBuilder CreateBuilder(string[] args) =>
-        WithoutTreeWatch(() => WebApplication.CreateBuilder(new WebApplicationOptions { Args = args }));
+    public static (WebApplicationBuilder Builder, bool Forced) CreateBuilder(string[] args)
+    {
+        var options = new WebApplicationOptions { Args = args };
+        var userSet = UserSetDefaultReload || args.Any(a => a.Contains(DefaultReloadKey, StringComparison.OrdinalIgnoreCase)
+            || a.Contains("hostBuilder__reloadConfigOnChange", StringComparison.OrdinalIgnoreCase));
+        return userSet
+            ? (WebApplication.CreateBuilder(options), false)
+            : (WithoutTreeWatch(() => WebApplication.CreateBuilder(options)), true);
+    }
 
     /// <summary>
     /// A builder made by <paramref name="create"/> whose appsettings*.json sources do not reload on change, so it starts
-    /// no watcher over the content root's tree: for the host's own apps (admin endpoint, demo backends), which read no
-    /// settings of the user's, and for the proxy app before <see cref="Apply"/>.
+    /// no watcher over the content root's tree: the host's own apps (admin endpoint, demo backends) read no settings of
+    /// the user's, and <see cref="CreateBuilder"/> re-adds the proxy app's in <see cref="Apply"/>.
     /// </summary>
     public static WebApplicationBuilder WithoutTreeWatch(Func<WebApplicationBuilder> create)
     {
-        if (Environment.GetEnvironmentVariable(DefaultReloadVariable) is not null)
-        {
-            return create();
-        }
-
         // NOTE: set while the builder is made only (the only time it is read), under a lock: hosts built at once in one
-        // process (tests) all get it, and processes started later do not inherit it.
+        // process (tests) all get it, and processes started later do not inherit it. The user's value comes back after.
         lock (BuilderLock)
         {
+            var previous = Environment.GetEnvironmentVariable(DefaultReloadVariable);
             Environment.SetEnvironmentVariable(DefaultReloadVariable, "false");
             try
             {
@@ -118,7 +132,7 @@ internal static class HostConfiguration
             }
             finally
             {
-                Environment.SetEnvironmentVariable(DefaultReloadVariable, null);
+                Environment.SetEnvironmentVariable(DefaultReloadVariable, previous);
             }
         }
     }
@@ -126,7 +140,7 @@ internal static class HostConfiguration
     /// <summary>
     /// appsettings.json and appsettings.{Environment}.json, which <see cref="CreateBuilder"/> added without reload,
     /// reloaded on change again, watched in the content root folder alone
-    /// (<see cref="FolderFileProvider"/>: its default watcher takes every folder under the content root).
+    /// (<see cref="FolderFileProvider"/>: the default watcher takes every folder under the content root).
     /// </summary>
     private static void WatchAppSettingsInTheirFolder(WebApplicationBuilder builder, ConfigFolders folders)
     {

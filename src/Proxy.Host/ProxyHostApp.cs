@@ -85,9 +85,9 @@ public sealed class ProxyHostApp : IAsyncDisposable
     private static async Task<ProxyHostApp> BuildAsync(string[] args, Action<WebApplicationBuilder>? configure, ConfigFolders folders,
         CancellationToken cancellationToken)
     {
-        var builder = HostConfiguration.CreateBuilder(args);
+        var (builder, treeWatchForced) = HostConfiguration.CreateBuilder(args);
         var reloadLog = new ConfigFileReloadLog();
-        var configFile = HostConfiguration.Apply(builder, args, reloadLog, folders);
+        var configFile = HostConfiguration.Apply(builder, treeWatchForced, args, reloadLog, folders);
 
         HostConfiguration.ConfigureLogging(builder);
         configure?.Invoke(builder);
@@ -344,11 +344,17 @@ public sealed class ProxyHostApp : IAsyncDisposable
         }
         finally
         {
-            await App.DisposeAsync();
-            _configFolders.Dispose();
-            if (Demo is not null)
+            try
             {
-                await Demo.DisposeAsync();
+                await App.DisposeAsync();
+            }
+            finally
+            {
+                _configFolders.Dispose();
+                if (Demo is not null)
+                {
+                    await Demo.DisposeAsync();
+                }
             }
         }
     }

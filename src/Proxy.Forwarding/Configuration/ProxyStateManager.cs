@@ -15,7 +15,13 @@ internal sealed record ProxySnapshot(
     IReadOnlyDictionary<string, RouteState> Routes,
     IReadOnlyDictionary<string, ClusterState> Clusters,
     IReadOnlyDictionary<string, string> RouteFingerprints,
-    IReadOnlyDictionary<string, string> ClusterFingerprints);
+    IReadOnlyDictionary<string, string> ClusterFingerprints)
+{
+    /// <summary>How many routes and clusters this snapshot built anew (the rest it kept from the one before).</summary>
+    public int RebuiltRoutes { get; init; }
+
+    public int RebuiltClusters { get; init; }
+}
 
 /// <summary>
 /// Loads, validates and swaps configuration snapshots. The first load throws on error (startup
@@ -82,6 +88,7 @@ internal sealed class ProxyStateManager : IProxyStateLookup, IDisposable
             }
 
             _current = BuildSnapshot(LoadValidated(), previous: null);
+            LogApplied(_current);
             _subscription = Microsoft.Extensions.Primitives.ChangeToken.OnChange(_provider.GetChangeToken, Reload);
         }
     }
@@ -113,6 +120,7 @@ internal sealed class ProxyStateManager : IProxyStateLookup, IDisposable
             var previous = _changed;
             _changed = new CancellationTokenSource();
             previous.Cancel();
+            LogApplied(_current);
             CompleteAttempt();
         }
     }
@@ -190,9 +198,13 @@ internal sealed class ProxyStateManager : IProxyStateLookup, IDisposable
             }
         }
 
-        Log.ConfigApplied(_logger, routes.Count, clusters.Count, rebuiltRoutes, rebuiltClusters);
-        return new ProxySnapshot(routes, clusters, routePrints, clusterPrints);
+        return new ProxySnapshot(routes, clusters, routePrints, clusterPrints) { RebuiltRoutes = rebuiltRoutes, RebuiltClusters = rebuiltClusters };
     }
+
+    // NOTE: logged once the snapshot is published and the change token's listeners (the endpoints, the direct path's route
+    // table) have taken it: a request sent after the line is routed by the new config.
+    private void LogApplied(ProxySnapshot snapshot) =>
+        Log.ConfigApplied(_logger, snapshot.Routes.Count, snapshot.Clusters.Count, snapshot.RebuiltRoutes, snapshot.RebuiltClusters);
 
     // NOTE: records compare their lists and dictionaries by reference, so change detection uses a
     // JSON rendering of the whole config instead: cheap, deterministic, and deep.
