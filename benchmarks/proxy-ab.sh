@@ -3,9 +3,12 @@
 # (A, B, A, B, ...), so a VM whose speed drifts over minutes moves both alike. Prints, per run: RPS, proxy CPU per
 # request in µs (user + system ticks over the measured period only) and its two parts (user=, sys=), and with `perf`
 # installed the proxy's syscalls and context switches per request.
+# --b-peer nghttpx|haproxy|nginx puts that proxy on side B instead (its config from benchmarks/peers, as
+# run-comparison.sh renders it; CPU summed over its processes): ours against a peer minute by minute, where
+# run-comparison.sh gives each target its own slot and the VM's drift between slots lands in the ratios.
 #
-#   benchmarks/proxy-ab.sh [--a-env "K=V ..."] [--b-env "K=V ..."] [--a-dll PATH] [--b-dll PATH] [--rounds 3]
-#                          [--duration 6] [--warmup 2] [--prime 20] [--no-build] SCENARIO...
+#   benchmarks/proxy-ab.sh [--a-env "K=V ..."] [--b-env "K=V ..."] [--a-dll PATH] [--b-dll PATH] [--b-peer NAME]
+#                          [--rounds 3] [--duration 6] [--warmup 2] [--prime 20] [--no-build] SCENARIO...
 #
 # SCENARIO: get-1k-h1 (h2load --h1 64x1), get-1k-h2c / get-1k-h2 / post-1k-h2c (h2load 16x16), grpc-1x70-h2c /
 # grpc-4x70-h2 (Proxy.Load, Grpc.Net.Client unary). Both proxies run the main build unless --a-dll/--b-dll name
@@ -15,11 +18,11 @@
 #   benchmarks/proxy-ab.sh --b-env DOTNET_SYSTEM_NET_SOCKETS_INLINE_COMPLETIONS=0 grpc-1x70-h2c get-1k-h2c get-1k-h1
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-A_ENV=""; B_ENV=""; A_DLL=""; B_DLL=""; ROUNDS=3; DURATION=6; WARMUP=2; PRIME=20; BUILD=1; SCENARIOS=()
+A_ENV=""; B_ENV=""; A_DLL=""; B_DLL=""; B_PEER=""; ROUNDS=3; DURATION=6; WARMUP=2; PRIME=20; BUILD=1; SCENARIOS=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --a-env) A_ENV=$2; shift 2 ;; --b-env) B_ENV=$2; shift 2 ;;
-    --a-dll) A_DLL=$2; shift 2 ;; --b-dll) B_DLL=$2; shift 2 ;;
+    --a-dll) A_DLL=$2; shift 2 ;; --b-dll) B_DLL=$2; shift 2 ;; --b-peer) B_PEER=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;; --duration) DURATION=$2; shift 2 ;; --warmup) WARMUP=$2; shift 2 ;;
     --prime) PRIME=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
@@ -51,12 +54,40 @@ start() { # name env dll base-port admin-port
     --ProxyServer:DevelopmentCertificateDirectory="$WORK/cert" >"$WORK/proxy-$1.log" 2>&1 </dev/null &
   PIDS+=($!); echo $! >"$WORK/$1.pid"
 }
+start_peer() { # name peer base-port: the peer's template from benchmarks/peers, ports as ours (h1, h2c, TLS)
+  local conf
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=localhost \
+    -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+  cat "$WORK/cert.pem" "$WORK/key.pem" >"$WORK/cert+key.pem"
+  case $2 in nghttpx) conf=nghttpx.conf ;; haproxy) conf=haproxy.cfg ;; nginx) conf=nginx.conf ;;
+    *) echo "unknown peer $2 (nghttpx, haproxy, nginx)" >&2; exit 2 ;; esac
+  command -v "$2" >/dev/null || { echo "$2 is not installed" >&2; exit 2; }
+  sed -e "s#@TMP@#$WORK#g" -e "s#@H1@#$3#g" -e "s#@H2C@#$(($3 + 1))#g" -e "s#@TLS@#$(($3 + 3))#g" \
+      -e "s#@BH1@#19001#g" -e "s#@BH2C@#19002#g" -e "s#@CERT@#$WORK/cert.pem#g" -e "s#@KEY@#$WORK/key.pem#g" \
+      -e "s#@PEM@#$WORK/cert+key.pem#g" "$ROOT/benchmarks/peers/$conf" >"$WORK/$conf"
+  case $2 in
+    nghttpx) setsid nghttpx --conf="$WORK/$conf" >"$WORK/proxy-$1.log" 2>&1 </dev/null & ;;
+    haproxy) setsid haproxy -db -f "$WORK/$conf" >"$WORK/proxy-$1.log" 2>&1 </dev/null & ;;
+    nginx) setsid nginx -c "$WORK/$conf" -e "$WORK/nginx-error.log" >"$WORK/proxy-$1.log" 2>&1 </dev/null & ;;
+  esac
+  PIDS+=($!); echo $! >"$WORK/$1.pid"
+}
 start A "$A_ENV" "${A_DLL:-$HOST_DLL}" 18080 9901
-start B "$B_ENV" "${B_DLL:-$HOST_DLL}" 18090 9902
+if [[ -n $B_PEER ]]; then start_peer B "$B_PEER" 18090; else start B "$B_ENV" "${B_DLL:-$HOST_DLL}" 18090 9902; fi
 for p in 19001 19002 18080 18081 18083 18090 18091 18093; do wait_port $p; done
 
-# user and system clock ticks of the process (utime, stime), as "USER,SYS"
-ticks() { local s; s=$(cat "/proc/$1/stat"); s=${s##*) }; read -r -a f <<<"$s"; echo "${f[11]},${f[12]}"; }
+# user and system clock ticks (utime, stime) of every process in the session the side started (setsid: the session
+# id is its pid; a peer's master and workers are all in it), as "USER,SYS"
+ticks() {
+  local p s u=0 y=0
+  for p in $(pgrep -s "$1"); do
+    s=$(cat "/proc/$p/stat" 2>/dev/null) || continue; s=${s##*) }; read -r -a f <<<"$s"
+    u=$((u + f[11])); y=$((y + f[12]))
+  done
+  echo "$u,$y"
+}
+# the session's processes, for perf stat -p
+session_pids() { pgrep -s "$1" | paste -sd, -; }
 run() { # side scenario duration -> "rps us/req [perf counts]"
   local side=$1 s=$2 d=$3 pid base out
   pid=$(cat "$WORK/$side.pid"); base=$([[ $side == A ]] && echo 18080 || echo 18090); out=$WORK/out-$side.txt
@@ -78,7 +109,7 @@ run() { # side scenario duration -> "rps us/req [perf counts]"
   sleep "$WARMUP"; [[ $s == grpc-* ]] && sleep 0.6 # the gRPC client connects before its warm-up starts
   if command -v perf >/dev/null; then
     perf stat -x, -o "$WORK/perf-$side.txt" -e syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom,syscalls:sys_enter_sched_yield,context-switches \
-      -p "$pid" -- sleep "$d" 2>/dev/null &
+      -p "$(session_pids "$pid")" -- sleep "$d" 2>/dev/null &
     perf=$!
   fi
   local b; b=$(ticks "$pid"); sleep "$d"; local a; a=$(ticks "$pid")
@@ -107,7 +138,7 @@ PY
 # settles (tier 0 -> instrumented -> tier-1 code with PGO; GET h2c 122 -> 30 µs per request over the first 30 s).
 for s in "${SCENARIOS[@]}"; do run A "$s" "$PRIME" >/dev/null; run B "$s" "$PRIME" >/dev/null; done
 echo "A: ${A_ENV:-default env} ${A_DLL:-main build}"
-echo "B: ${B_ENV:-default env} ${B_DLL:-main build}"
+if [[ -n $B_PEER ]]; then echo "B: $B_PEER (benchmarks/peers)"; else echo "B: ${B_ENV:-default env} ${B_DLL:-main build}"; fi
 for r in $(seq "$ROUNDS"); do
   for s in "${SCENARIOS[@]}"; do
     for side in A B; do echo "round $r $side $s $(run $side "$s" "$DURATION")"; done
