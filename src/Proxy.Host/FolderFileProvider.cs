@@ -10,8 +10,9 @@ namespace Proxy.Host;
 /// <remarks>
 /// NOTE: <see cref="PhysicalFileProvider"/> watches its root and every folder under it (on Linux one inotify watch per
 /// folder, added at startup). A proxy started from a large tree paid for that: run from <c>/usr</c> (19,000 folders) it
-/// took 38,752 watches, 17 MB more memory and 0.7 s more to start, a tree past <c>fs.inotify.max_user_watches</c>
-/// stopped it, and every file written anywhere under the folder (a log redirected into it) woke the watcher's thread.
+/// took 38,752 watches, 17 MB more memory and 0.7 s more to start, a larger tree can use up
+/// <c>fs.inotify.max_user_watches</c> (shared by all of the user's processes), and every file written anywhere under the
+/// folder (a log redirected into it) woke the watcher's thread.
 /// Here one watcher per folder, not recursive: the files in the folder itself are what configuration reads.
 /// NOTE: a change to a file swapped in through a link (Kubernetes mounts a ConfigMap's files as links through
 /// <c>..data</c>, which it replaces with one rename) names only <c>..data</c>: such an event concerns every file watched.
