@@ -4,7 +4,8 @@ using Microsoft.Extensions.Configuration.Json;
 namespace Proxy.Host;
 
 /// <summary>
-/// The proxy config file as a configuration source: JSON, reloaded on change, and a reload that cannot be read
+/// The proxy config file (and appsettings*.json, when the host watches them) as a configuration source: JSON, reloaded
+/// on change, and a reload that cannot be read
 /// (invalid JSON, half-written by an editor) is reported through <see cref="ConfigFileReloadLog"/> and keeps the
 /// values of the last good read.
 /// </summary>

@@ -28,10 +28,17 @@ internal sealed class FolderFileProvider : IFileProvider, IDisposable
     // NOTE: names compared ignoring case, as PhysicalFileProvider does: on Windows and macOS "AppSettings.json" is the
     // file configuration reads as "appsettings.json". On Linux two names that differ only in case cost an extra reload.
     private readonly Dictionary<string, CancellationTokenSource> _changes = new(StringComparer.OrdinalIgnoreCase);
+    // NOTE: read once: PhysicalFileProvider answers false to UsePollingFileWatcher once its own watcher exists (its
+    // first Watch), so asking on every Watch would poll the first file only.
+    private readonly bool _poll;
     private FileSystemWatcher? _watcher;
     private bool _disposed;
 
-    public FolderFileProvider(string folder) => _files = new PhysicalFileProvider(Path.GetFullPath(folder));
+    public FolderFileProvider(string folder)
+    {
+        _files = new PhysicalFileProvider(Path.GetFullPath(folder));
+        _poll = _files.UsePollingFileWatcher;
+    }
 
     /// <summary>The folder whose files this serves.</summary>
     public string Root => _files.Root;
@@ -47,7 +54,7 @@ internal sealed class FolderFileProvider : IFileProvider, IDisposable
     /// </summary>
     public IChangeToken Watch(string filter)
     {
-        if (_files.UsePollingFileWatcher)
+        if (_poll)
         {
             return _files.Watch(filter);
         }
@@ -125,9 +132,8 @@ internal sealed class FolderFileProvider : IFileProvider, IDisposable
     }
 
     // NOTE: on the thread pool, as PhysicalFilesWatcher does: the tokens' callbacks are the configuration's reload, which
-    // throws for a file it cannot read (invalid JSON, a value an options class refuses). Thrown here, on the watcher's
-    // thread, that stops the watcher for good; in a task it is only that reload that failed (ConfigFileSource reports
-    // the proxy config's), and the next change reloads. The sources are not disposed: a consumer may still register on
+    // can throw (a value an options class refuses; ConfigFileSource reports and keeps invalid JSON). Thrown here, on the
+    // watcher's thread, that ended the process; in a task only that reload fails, and the next change reloads. The sources are not disposed: a consumer may still register on
     // a token, which then runs its callback at once.
     private static void Signal(List<CancellationTokenSource>? changed)
     {

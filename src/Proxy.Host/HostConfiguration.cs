@@ -28,7 +28,7 @@ internal static class HostConfiguration
     {
         if (treeWatchForced)
         {
-            WatchAppSettingsInTheirFolder(builder, folders);
+            WatchAppSettingsInTheirFolder(builder, folders, reloadLog);
         }
 
         // Concise defaults that any file can override: requests and routing chatter stay out of the console.
@@ -94,9 +94,10 @@ internal static class HostConfiguration
     private static readonly Lock BuilderLock = new();
 
     // NOTE: read once, before any builder is made: the variable this class sets for a moment is never taken for the user's.
-    private static readonly bool UserSetDefaultReload =
-        Environment.GetEnvironmentVariable(DefaultReloadVariable) is not null
-        || Environment.GetEnvironmentVariable("ASPNETCORE_hostBuilder__reloadConfigOnChange") is not null;
+    // Names compared ignoring case, as the configuration's environment source does.
+    private static readonly bool UserSetDefaultReload = Environment.GetEnvironmentVariables().Keys.Cast<string>().Any(name =>
+        name.Equals(DefaultReloadVariable, StringComparison.OrdinalIgnoreCase)
+        || name.Equals("ASPNETCORE_hostBuilder__reloadConfigOnChange", StringComparison.OrdinalIgnoreCase));
 
     /// <summary>
     /// <c>WebApplication.CreateBuilder</c> without its watch of the content root's tree, unless the user set
@@ -106,11 +107,16 @@ internal static class HostConfiguration
     public static (WebApplicationBuilder Builder, bool Forced) CreateBuilder(string[] args)
     {
         var options = new WebApplicationOptions { Args = args };
-        var userSet = UserSetDefaultReload || args.Any(a => a.Contains(DefaultReloadKey, StringComparison.OrdinalIgnoreCase)
-            || a.Contains("hostBuilder__reloadConfigOnChange", StringComparison.OrdinalIgnoreCase));
-        return userSet
-            ? (WebApplication.CreateBuilder(options), false)
-            : (WithoutTreeWatch(() => WebApplication.CreateBuilder(options)), true);
+        if (UserSetDefaultReload || args.Any(a => a.Contains(DefaultReloadKey, StringComparison.OrdinalIgnoreCase)))
+        {
+            // Under the lock too: another host being built at this moment has the variable set to false for a while.
+            lock (BuilderLock)
+            {
+                return (WebApplication.CreateBuilder(options), false);
+            }
+        }
+
+        return (WithoutTreeWatch(() => WebApplication.CreateBuilder(options)), true);
     }
 
     /// <summary>
@@ -142,7 +148,7 @@ internal static class HostConfiguration
     /// reloaded on change again, watched in the content root folder alone
     /// (<see cref="FolderFileProvider"/>: the default watcher takes every folder under the content root).
     /// </summary>
-    private static void WatchAppSettingsInTheirFolder(WebApplicationBuilder builder, ConfigFolders folders)
+    private static void WatchAppSettingsInTheirFolder(WebApplicationBuilder builder, ConfigFolders folders, ConfigFileReloadLog reloadLog)
     {
         var sources = builder.Configuration.Sources;
         var names = new[] { "appsettings.json", $"appsettings.{builder.Environment.EnvironmentName}.json" };
@@ -151,7 +157,8 @@ internal static class HostConfiguration
             if (sources[i] is Microsoft.Extensions.Configuration.Json.JsonConfigurationSource { ReloadOnChange: false } json
                 && json.Path is { } name && names.Contains(name, StringComparer.Ordinal))
             {
-                sources[i] = new Microsoft.Extensions.Configuration.Json.JsonConfigurationSource
+                // As the proxy config: a reload that cannot be read is reported and keeps the last good values.
+                sources[i] = new ConfigFileSource(reloadLog)
                 {
                     Path = name,
                     Optional = json.Optional,

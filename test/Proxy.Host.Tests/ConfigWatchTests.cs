@@ -22,8 +22,9 @@ public sealed partial class ConfigWatchTests
             """;
     }
 
-    private static ProxyProcess StartIn(string workingDirectory, TempFolder certificates, string configFile) =>
-        ProxyProcess.StartIn(workingDirectory, Path.Combine(AppContext.BaseDirectory, "Proxy.Host.dll"),
+    private static ProxyProcess StartIn(string workingDirectory, TempFolder certificates, string configFile,
+        IReadOnlyDictionary<string, string>? environment = null) =>
+        ProxyProcess.StartIn(workingDirectory, environment, Path.Combine(AppContext.BaseDirectory, "Proxy.Host.dll"),
             "--config", configFile, "--urls=http://127.0.0.1:0", "--Admin:Url=http://127.0.0.1:0",
             $"--ProxyServer:DevelopmentCertificateDirectory={certificates.Path}",
             "--Logging:LogLevel:Default=Warning", "--Logging:LogLevel:Proxy.Host=Information",
@@ -113,10 +114,10 @@ public sealed partial class ConfigWatchTests
     }
 
     [Fact]
-    public async Task AppSettingsSavedInvalid_TheFolderIsStillWatched()
+    public async Task AppSettingsSavedInvalid_ReportedAndTheFolderIsStillWatched()
     {
-        // A reload that throws (invalid JSON) must not stop the folder's watcher: the config file beside it, and the
-        // fixed appsettings.json after it, still reload.
+        // A reload that fails (invalid JSON) is reported, keeps the last good values and does not stop the folder's
+        // watcher: the config file beside it, and the fixed appsettings.json after it, still reload.
         using var current = new TempFolder();
         using var certificates = new TempFolder();
         const string Cluster = """ "Clusters": { "closed": { "Destinations": { "d1": { "Address": "http://127.0.0.1:1/" } } } } """;
@@ -127,14 +128,15 @@ public sealed partial class ConfigWatchTests
         await AppliedAsync(proxy, 1);
 
         File.WriteAllText(appSettings, "{ \"ReverseProxy\": oops");
+        // Reported as for the config file, and its last good values (route a) stay.
+        var reported = await proxy.WaitForLineAsync("appsettings.json' was not reloaded").WaitAsync(TimeSpan.FromSeconds(60));
+        Assert.Contains("the last good configuration stays in use", reported);
         File.WriteAllText(config, $$"""
             { "Demo": { "Enabled": false }, "ReverseProxy": { {{Cluster}},
                 "Routes": { "p1": { "ClusterId": "closed", "Match": { "Path": "/p1" } },
                             "p2": { "ClusterId": "closed", "Match": { "Path": "/p2" } } } } }
             """);
-        // The config file's two routes, and appsettings.json's one unless its failed read (which drops its values) came first:
-        // the two reloads run side by side.
-        await await Task.WhenAny(AppliedAsync(proxy, 2), AppliedAsync(proxy, 3));
+        await AppliedAsync(proxy, 3); // a, and the config file's two
         File.WriteAllText(appSettings, """
             { "ReverseProxy": { "Routes": { "a": { "ClusterId": "closed", "Match": { "Path": "/a" } },
                                             "b": { "ClusterId": "closed", "Match": { "Path": "/b" } },
@@ -145,6 +147,29 @@ public sealed partial class ConfigWatchTests
         using var client = new HttpClient();
         using var response = await client.GetAsync(new Uri(address, "/c"));
         Assert.Equal(HttpStatusCode.BadGateway, response.StatusCode);
+    }
+
+    [Fact]
+    public async Task PollingWatcherAsked_EveryChangeIsReloaded()
+    {
+        // DOTNET_USE_POLLING_FILE_WATCHER: the files are polled (every 4 s), and not only until the first reload.
+        using var current = new TempFolder();
+        using var configs = new TempFolder();
+        using var certificates = new TempFolder();
+        var config = configs.Write("proxy.json", Routes("/a"));
+        using var proxy = StartIn(current.Path, certificates, config, new Dictionary<string, string> { ["DOTNET_USE_POLLING_FILE_WATCHER"] = "1" });
+        await ListeningAsync(proxy);
+        await AppliedAsync(proxy, 1);
+
+        File.WriteAllText(config, Routes("/a", "/b"));
+        await AppliedAsync(proxy, 2);
+        File.WriteAllText(config, Routes("/a", "/b", "/c"));
+
+        await AppliedAsync(proxy, 3);
+        if (OperatingSystem.IsLinux())
+        {
+            Assert.Equal(0, InotifyWatches(proxy.Process.Id)); // polled from first to last: no watcher was ever made
+        }
     }
 
     [Fact]
@@ -185,4 +210,30 @@ public sealed partial class ConfigWatchTests
 
     [System.Runtime.InteropServices.DllImport("libc", EntryPoint = "rename", SetLastError = true)]
     private static extern int Rename(string from, string to);
+}
+
+/// <summary>FolderFileProvider on its own: a change callback that throws does not stop the watching.</summary>
+public sealed class FolderFileProviderTests
+{
+    [Fact]
+    public async Task ACallbackThatThrows_LaterChangesAreStillSignalled()
+    {
+        using var folder = new TempFolder();
+        var file = folder.Write("settings.json", "1");
+        using var provider = new FolderFileProvider(folder.Path);
+        var first = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        provider.Watch("settings.json").RegisterChangeCallback(_ =>
+        {
+            first.TrySetResult();
+            throw new InvalidOperationException("a reload that fails"); // e.g. a value an options class refuses
+        }, null);
+
+        File.WriteAllText(file, "2");
+        await first.Task.WaitAsync(TimeSpan.FromSeconds(30)); // the bound only turns a missing signal into a failure
+        var second = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        provider.Watch("settings.json").RegisterChangeCallback(_ => second.TrySetResult(), null);
+        File.WriteAllText(file, "3");
+
+        await second.Task.WaitAsync(TimeSpan.FromSeconds(30));
+    }
 }

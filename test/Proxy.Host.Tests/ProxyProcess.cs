@@ -26,12 +26,20 @@ internal sealed class ProxyProcess : IDisposable
 
     /// <summary>As <see cref="Start"/>, with <paramref name="workingDirectory"/> as the process's current folder (its content root).</summary>
     public static ProxyProcess StartIn(string? workingDirectory, string dll, params string[] arguments)
+        => StartIn(workingDirectory, environment: null, dll, arguments);
+
+    /// <summary>As <see cref="StartIn(string?, string, string[])"/>, with <paramref name="environment"/> added to the inherited variables.</summary>
+    public static ProxyProcess StartIn(string? workingDirectory, IReadOnlyDictionary<string, string>? environment, string dll, params string[] arguments)
     {
         var dotnet = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH") is { Length: > 0 } host && File.Exists(host) ? host : "dotnet";
         var start = new ProcessStartInfo(dotnet) { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
         if (workingDirectory is not null)
         {
             start.WorkingDirectory = workingDirectory;
+        }
+        foreach (var (name, value) in environment ?? new Dictionary<string, string>())
+        {
+            start.Environment[name] = value;
         }
         start.ArgumentList.Add(dll);
         foreach (var argument in arguments)

@@ -119,9 +119,16 @@ internal sealed class ProxyStateManager : IProxyStateLookup, IDisposable
 
             var previous = _changed;
             _changed = new CancellationTokenSource();
-            previous.Cancel();
-            LogApplied(_current);
-            CompleteAttempt();
+            try
+            {
+                previous.Cancel();
+            }
+            finally
+            {
+                // The snapshot is live even when a listener threw.
+                LogApplied(_current);
+                CompleteAttempt();
+            }
         }
     }
 
