@@ -1,5 +1,6 @@
 using Microsoft.Extensions.FileProviders;
 using Microsoft.Extensions.Primitives;
+using Proxy.Transport;
 
 namespace Proxy.Host;
 
@@ -14,8 +15,8 @@ namespace Proxy.Host;
 /// <c>fs.inotify.max_user_watches</c> (shared by all of the user's processes), and every file written anywhere under the
 /// folder (a log redirected into it) woke the watcher's thread.
 /// Here one watcher per folder, not recursive: the files in the folder itself are what configuration reads.
-/// NOTE: a change to a file swapped in through a link (Kubernetes mounts a ConfigMap's files as links through
-/// <c>..data</c>, which it replaces with one rename) names only <c>..data</c>: such an event concerns every file watched.
+/// Which file an event concerns (its name, a rename's old name, a Kubernetes <c>..data</c> link swap) is
+/// <see cref="FolderEvents.Concerns"/>, as for certificates.
 /// NOTE: with <c>DOTNET_USE_POLLING_FILE_WATCHER</c> set (network shares, some container mounts, where inotify sees no
 /// change) the files are polled as <see cref="PhysicalFileProvider"/> does, and no watcher is made.
 /// </remarks>
@@ -39,9 +40,6 @@ internal sealed class FolderFileProvider : IFileProvider, IDisposable
         _files = new PhysicalFileProvider(Path.GetFullPath(folder));
         _poll = _files.UsePollingFileWatcher;
     }
-
-    /// <summary>The folder whose files this serves.</summary>
-    public string Root => _files.Root;
 
     public IFileInfo GetFileInfo(string subpath) => _files.GetFileInfo(subpath);
 
@@ -74,11 +72,7 @@ internal sealed class FolderFileProvider : IFileProvider, IDisposable
 
             if (_watcher is null)
             {
-                var watcher = new FileSystemWatcher(_files.Root)
-                {
-                    IncludeSubdirectories = false,
-                    NotifyFilter = NotifyFilters.FileName | NotifyFilters.LastWrite | NotifyFilters.Size | NotifyFilters.CreationTime,
-                };
+                var watcher = FolderEvents.CreateWatcher(_files.Root);
                 watcher.Changed += OnFileEvent;
                 watcher.Created += OnFileEvent;
                 watcher.Deleted += OnFileEvent;
@@ -100,18 +94,13 @@ internal sealed class FolderFileProvider : IFileProvider, IDisposable
 
     private void OnFileEvent(object sender, FileSystemEventArgs e)
     {
-        var linkSwap = e.Name?.StartsWith("..", StringComparison.Ordinal) == true;
-        var oldName = (e as RenamedEventArgs)?.OldName;
         List<CancellationTokenSource>? changed = null;
         lock (_lock)
         {
-            foreach (var name in _changes.Keys.ToList())
+            foreach (var name in _changes.Keys.Where(name => FolderEvents.Concerns(e, name, _changes.Comparer)).ToList())
             {
-                if (linkSwap || _changes.Comparer.Equals(name, e.Name) || (oldName is not null && _changes.Comparer.Equals(name, oldName)))
-                {
-                    (changed ??= []).Add(_changes[name]);
-                    _changes.Remove(name);
-                }
+                _changes.Remove(name, out var change);
+                (changed ??= []).Add(change!);
             }
         }
 
@@ -133,8 +122,8 @@ internal sealed class FolderFileProvider : IFileProvider, IDisposable
 
     // NOTE: on the thread pool, as PhysicalFilesWatcher does: the tokens' callbacks are the configuration's reload, which
     // can throw (a value an options class refuses; ConfigFileSource reports and keeps invalid JSON). Thrown here, on the
-    // watcher's thread, that ended the process; in a task only that reload fails, and the next change reloads. The sources are not disposed: a consumer may still register on
-    // a token, which then runs its callback at once.
+    // watcher's thread, that ended the process; in a task only that reload fails, and the next change reloads. The
+    // sources are not disposed: a consumer may still register on a token, which then runs its callback at once.
     private static void Signal(List<CancellationTokenSource>? changed)
     {
         if (changed is null)

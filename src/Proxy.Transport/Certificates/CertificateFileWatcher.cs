@@ -19,19 +19,14 @@ public sealed class CertificateFileWatcher : IDisposable
         {
             foreach (var file in certificate.Files.Files.Select(Path.GetFullPath))
             {
-                // The folder, not the file: a rename over the file (how rotation tools and Kubernetes replace secrets)
-                // is only seen there, and a watch on a single file name would miss its re-creation.
-                var folder = Path.GetDirectoryName(file)!;
+                var folder = Path.GetDirectoryName(file)!; // the folder, not the file (FolderEvents)
                 _files.Add((folder, Path.GetFileName(file), certificate));
                 if (_watchers.ContainsKey(folder))
                 {
                     continue;
                 }
 
-                var watcher = new FileSystemWatcher(folder)
-                {
-                    NotifyFilter = NotifyFilters.FileName | NotifyFilters.LastWrite | NotifyFilters.Size | NotifyFilters.CreationTime,
-                };
+                var watcher = FolderEvents.CreateWatcher(folder);
                 watcher.Changed += OnFileEvent;
                 watcher.Created += OnFileEvent;
                 watcher.Renamed += OnFileEvent;
@@ -44,14 +39,11 @@ public sealed class CertificateFileWatcher : IDisposable
     private void OnFileEvent(object sender, FileSystemEventArgs e)
     {
         var folder = ((FileSystemWatcher)sender).Path;
-        // Kubernetes mounts a secret's files as links through "..data", which it swaps to a new folder with one rename:
-        // the files' own names never appear in an event, so such a swap concerns every file in the folder.
-        var linkSwap = e.Name?.StartsWith("..", StringComparison.Ordinal) == true;
         List<ReloadingCertificate> affected;
         lock (_lock)
         {
             affected = _files
-                .Where(f => f.Folder == folder && (linkSwap || f.Name == e.Name || (e is RenamedEventArgs r && f.Name == r.OldName)))
+                .Where(f => f.Folder == folder && FolderEvents.Concerns(e, f.Name, StringComparer.Ordinal))
                 .Select(f => f.Certificate)
                 .Distinct()
                 .ToList();
