@@ -22,6 +22,9 @@ public sealed class ConnectionMetadata
     public X509Certificate2? ClientCertificate { get; init; }
     public string? HostName { get; init; }
 
+    /// <summary>Where the engine runs its writer loop when a producer wakes it, and the handler of a stream whose handler may run on the event loop (the thread pool by default).</summary>
+    public WorkScheduler Scheduler { get; init; } = WorkScheduler.ThreadPool;
+
     /// <summary>Where the engine reports streams, resets, GOAWAYs and writes; null when the host counts nothing.</summary>
     public IProtocolMetrics? Metrics { get; init; }
 }

@@ -6,6 +6,7 @@ using Proxy.Protocols.Http1.Client;
 using Proxy.Protocols.Http2.Client;
 using Proxy.Transport.Client;
 using Proxy.Forwarding.Forwarder;
+using Proxy.Server.Internal;
 
 namespace Proxy.Relay;
 
@@ -243,7 +244,7 @@ internal sealed class BackendPool : IAsyncDisposable
                 AddHttp1(transport);
                 return;
             }
-            var connection = new Http2ClientConnection(transport.Transport, _settings.Http2, _time);
+            var connection = new Http2ClientConnection(transport.Transport, _settings.Http2, _time, EventLoopScheduling.For(_settings.Sockets));
             var pooled = new PooledHttp2(connection, transport, _time.GetTimestamp());
             connection.StateChanged = _ => OnStateChanged();
             lock (_lock)

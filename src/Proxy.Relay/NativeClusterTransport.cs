@@ -98,6 +98,7 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
             HasBody = head.HasBody,
             ContentLength = head.HasBody ? head.ContentLength : null,
             HeadWaitsForBody = head.HasBody && head.BodyFollowsAtOnce,
+            ContinueOnEventLoop = head.ContinueOnEventLoop,
             Headers = head.Headers, // the forwarder is done with it: held, not copied
         };
         var call = new NativeBackendCall(pool, request);

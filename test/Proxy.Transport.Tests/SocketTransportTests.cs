@@ -307,3 +307,63 @@ public class EpollThreadsTests
         Assert.Contains("Sockets:EpollThreads is -1", negative.Message);
     }
 }
+
+/// <summary>EventLoop: work deferred on an epoll thread runs on that thread after its batch; elsewhere nothing is deferred.</summary>
+public class EventLoopTests
+{
+    [Fact]
+    public void TryDefer_OffAnEpollThread_QueuesNothing()
+    {
+        var ran = false;
+        Assert.False(EventLoop.IsCurrentThread);
+        Assert.False(EventLoop.TryDefer(_ => ran = true, null));
+        Assert.False(ran);
+    }
+
+    [Fact]
+    public async Task TryDefer_InAReadContinuation_RunsOnTheSameEpollThreadAfterTheContinuationReturns()
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            return; // no epoll engine: TryDefer_OffAnEpollThread_QueuesNothing covers the rest
+        }
+
+        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0),
+            new SocketTransportOptions { Engine = SocketEngine.Epoll, InlineScheduling = true });
+        using var client = await Net.ConnectAsync(listener.EndPoint);
+        var connection = (await listener.AcceptAsync())!;
+        var steps = new System.Collections.Concurrent.ConcurrentQueue<string>();
+        var deferredRan = new TaskCompletionSource<(int Thread, string? Name, bool OnLoop)>(TaskCreationOptions.RunContinuationsAsynchronously);
+
+        // Nothing was sent yet, so the read waits; it completes on the epoll thread that receives the byte (inline
+        // scheduling), and the continuation defers from there.
+        var pending = connection.Transport.Input.ReadAsync();
+        Assert.False(pending.IsCompleted);
+        var reader = ContinueAsync(pending);
+        await client.SendAsync("x"u8.ToArray());
+
+        var (onLoop, deferred, continuationThread) = await reader.WaitAsync(Net.Patience);
+        Assert.True(onLoop, "the read continuation did not run on an epoll thread");
+        Assert.True(deferred);
+        var ran = await deferredRan.Task.WaitAsync(Net.Patience);
+        Assert.Equal(continuationThread, ran.Thread);
+        Assert.True(ran.OnLoop);
+        Assert.StartsWith("Proxy epoll", ran.Name);
+        Assert.Equal(["continuation", "deferred"], steps.ToArray());
+        await connection.DisposeAsync();
+
+        async Task<(bool OnLoop, bool Deferred, int Thread)> ContinueAsync(ValueTask<System.IO.Pipelines.ReadResult> read)
+        {
+            var result = await read.ConfigureAwait(false);
+            connection.Transport.Input.AdvanceTo(result.Buffer.End);
+            var onLoop = EventLoop.IsCurrentThread;
+            var deferred = EventLoop.TryDefer(_ =>
+            {
+                steps.Enqueue("deferred");
+                deferredRan.TrySetResult((Environment.CurrentManagedThreadId, Thread.CurrentThread.Name, EventLoop.IsCurrentThread));
+            }, null);
+            steps.Enqueue("continuation");
+            return (onLoop, deferred, Environment.CurrentManagedThreadId);
+        }
+    }
+}

@@ -49,6 +49,12 @@ public sealed class ForwarderRequestHead
     /// may keep the head for that flush, so head and body leave in one write.
     /// </summary>
     public bool BodyFollowsAtOnce { get; set; }
+
+    /// <summary>
+    /// Only the forwarder's own code runs after it waits for the response (the direct path, no app middleware around
+    /// it): a transport may resume it on the event loop that read the response instead of waking a thread-pool thread.
+    /// </summary>
+    public bool ContinueOnEventLoop { get; set; }
 }
 
 /// <summary>Why a native backend exchange failed.</summary>

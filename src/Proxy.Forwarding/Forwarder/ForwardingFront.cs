@@ -20,6 +20,13 @@ internal interface IForwardingFront
     /// <summary>The HttpContext when there is one (the session affinity and a custom load balancer need it); null on the direct path.</summary>
     HttpContext? HttpContext { get; }
 
+    /// <summary>
+    /// True when nothing but our own code runs after the forwarder's waits (the direct path): the transport may resume
+    /// it on the event loop that read the backend's response. False under an app's pipeline, whose middleware runs
+    /// after the forwarder returns.
+    /// </summary>
+    bool MayContinueOnEventLoop { get; }
+
     string Method { get; }
 
     string? RequestContentType { get; }
@@ -104,6 +111,8 @@ internal readonly struct HttpContextFront(HttpContext context) : IForwardingFron
     public IReverseProxyFeature? Proxy => Context.Features.Get<IReverseProxyFeature>();
 
     HttpContext? IForwardingFront.HttpContext => Context;
+
+    public bool MayContinueOnEventLoop => false;
 
     public string Method => Context.Request.Method;
 

@@ -61,6 +61,7 @@ internal sealed partial class HttpForwarder
                 Method = front.Method,
                 Authority = destination.Authority,
                 HasBody = front.HasRequestBody,
+                ContinueOnEventLoop = front.MayContinueOnEventLoop,
             };
             if (head.HasBody)
             {

@@ -31,6 +31,13 @@ public sealed class BackendRequest
     /// arriving: a relay that waits for the response head before its body could wait on a head we keep.
     /// </summary>
     public bool HeadWaitsForBody { get; set; }
+    /// <summary>
+    /// The relay's code after it waits for the response head is its own and never blocks (the proxy's direct path): on
+    /// a connection whose scheduler runs an event loop, the head's continuation then runs on the thread that read the
+    /// head, after its batch of events, instead of waking a thread-pool thread. Leave false when the caller's code (an
+    /// app's middleware) may run after the wait.
+    /// </summary>
+    public bool ContinueOnEventLoop { get; set; }
 }
 
 /// <summary>Why a backend exchange failed; the relay maps it to a 502/504 or a client reset.</summary>

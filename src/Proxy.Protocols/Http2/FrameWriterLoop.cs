@@ -24,6 +24,7 @@ internal sealed partial class FrameWriterLoop
     private readonly IHttp2WriterOwner _connection;
     private readonly Http2Options _options;
     private readonly ChannelReader<WriterMessage> _messages;
+    private readonly WriterWake _wake;
     private readonly CountingBufferWriter _output;
     private readonly HpackEncoder _encoder;
     // NOTE: the encoded header block is scratch for the length of one synchronous WriteHeaderBlock call, so it is kept per
@@ -45,9 +46,11 @@ internal sealed partial class FrameWriterLoop
 
     /// <param name="clientRole">True for a client connection: the loop starts with the client preface and disables push.</param>
     /// <param name="metrics">Where frames, resets, GOAWAYs and stalls are counted (a server connection's host), or null.</param>
-    public FrameWriterLoop(IHttp2WriterOwner connection, Http2Options options, ChannelReader<WriterMessage> messages, PipeWriter output, TimeProvider time,
-        bool clientRole = false, IProtocolMetrics? metrics = null)
+    /// <param name="wake">Signalled by the producers after each message they queue (and when they complete the queue).</param>
+    public FrameWriterLoop(IHttp2WriterOwner connection, Http2Options options, ChannelReader<WriterMessage> messages, WriterWake wake, PipeWriter output,
+        TimeProvider time, bool clientRole = false, IProtocolMetrics? metrics = null)
     {
+        _wake = wake;
         _clientRole = clientRole;
         _metrics = metrics;
         _time = time;
@@ -94,10 +97,11 @@ internal sealed partial class FrameWriterLoop
                     await FlushAsync(); // the queue drained: one flush for everything gathered
                     continue;
                 }
-                if (!await _messages.WaitToReadAsync())
+                if (_messages.Completion.IsCompleted)
                 {
-                    break;
+                    break; // completed by the connection, and every message taken
                 }
+                await _wake.WaitAsync();
             }
             if (_output.Unflushed > 0 && !_transportClosed)
             {

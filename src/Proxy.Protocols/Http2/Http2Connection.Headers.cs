@@ -273,7 +273,11 @@ public sealed partial class Http2Connection
         _activeStreams++;
         stream.CountedActive = _metadata.Metrics?.StreamStarted() ?? false;
         UpdateIdleTimeout();
-        // The app runs on the thread pool, never on the read loop.
-        ThreadPool.UnsafeQueueUserWorkItem(stream, preferLocal: false);
+        // The app runs on the thread pool, never on the read loop. A handler that takes streams on the event loop (the
+        // proxy's direct path) is offered this one after the loop's batch, on this thread; the app still gets those it declines.
+        if (!_handlerTakesEventLoop || !stream.TryStartOnEventLoop(_metadata.Scheduler))
+        {
+            ThreadPool.UnsafeQueueUserWorkItem(stream, preferLocal: false);
+        }
     }
 }

@@ -26,9 +26,11 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
     private readonly PipeWriter _output;
     private readonly Http2Options _options;
     private readonly IHttpRequestHandler _handler;
+    private readonly bool _handlerTakesEventLoop;
     private readonly ConnectionMetadata _metadata;
     private readonly TimeProvider _time;
     private readonly Channel<WriterMessage> _writerChannel;
+    private readonly WriterWake _writerWake;
     private readonly FrameWriterLoop _writer;
     private readonly TaskCompletionSource _processCompleted = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
@@ -100,6 +102,7 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
         _options = options ?? throw new ArgumentNullException(nameof(options));
         _handler = handler ?? throw new ArgumentNullException(nameof(handler));
         _metadata = meta ?? throw new ArgumentNullException(nameof(meta));
+        _handlerTakesEventLoop = handler is IEventLoopRequestHandler && meta.Scheduler.HasEventLoop;
         _time = time ?? TimeProvider.System;
         // Until the peer acknowledges our SETTINGS its encoder may use the protocol default (4,096); a smaller
         // configured table is applied at the ACK (OnOurSettingsAcknowledged).
@@ -125,7 +128,8 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
             FullMode = BoundedChannelFullMode.Wait,
             AllowSynchronousContinuations = false,
         });
-        _writer = new FrameWriterLoop(this, options, _writerChannel.Reader, _output, _time, metrics: meta.Metrics);
+        _writerWake = new WriterWake(meta.Scheduler);
+        _writer = new FrameWriterLoop(this, options, _writerChannel.Reader, _writerWake, _output, _time, metrics: meta.Metrics);
     }
 
     /// <summary>Shared by the request pipes of this connection's streams (immutable).</summary>
@@ -245,6 +249,17 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
         Wake();
     }
 
+    // Any thread: queues a message for the writer loop and wakes it.
+    private bool TryQueueToWriter(WriterMessage message)
+    {
+        if (!_writerChannel.Writer.TryWrite(message))
+        {
+            return false;
+        }
+        _writerWake.Signal();
+        return true;
+    }
+
     /// <summary>
     /// App threads (stream output signals, window updates, aborts). Never waits and never spawns a task: what a
     /// producer can queue is bounded by design (at most one output signal, abort and a couple of window updates
@@ -254,7 +269,7 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
     /// </summary>
     internal void EnqueueFromProducer(WriterMessage message)
     {
-        if (!_writerChannel.Writer.TryWrite(message) && !_writerChannelCompleted)
+        if (!TryQueueToWriter(message) && !_writerChannelCompleted)
         {
             PostEvent(ReadLoopEvent.Error(new Http2ConnectionException(
                 "The writer queue is full.", Http2ErrorCode.EnhanceYourCalm, "writer_queue_full")));
@@ -268,7 +283,7 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
     /// </summary>
     private void EnqueueControl(WriterMessage message)
     {
-        if (Interlocked.Increment(ref _queuedControlFrames) > _options.MaxQueuedControlFrames || !_writerChannel.Writer.TryWrite(message.AsControl()))
+        if (Interlocked.Increment(ref _queuedControlFrames) > _options.MaxQueuedControlFrames || !TryQueueToWriter(message.AsControl()))
         {
             throw new Http2ConnectionException("Too many control frames queued for writing.", Http2ErrorCode.EnhanceYourCalm, "control_frame_flood");
         }
@@ -508,10 +523,11 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
         ArmTimer();
         if (goAway is { } code && _shutdownPhase != 2)
         {
-            _writerChannel.Writer.TryWrite(WriterMessage.GoAway(_lastStreamId, code));
+            TryQueueToWriter(WriterMessage.GoAway(_lastStreamId, code));
         }
         _writerChannelCompleted = true;
         _writerChannel.Writer.TryComplete();
+        _writerWake.Signal();
         foreach (var stream in _streams.Values)
         {
             stream.AbortFromConnection("The connection closed.");

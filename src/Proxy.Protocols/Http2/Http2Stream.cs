@@ -40,8 +40,9 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     /// NOTE: no pause threshold on the request pipe: the read loop must never wait on it. Its size is
     /// bounded by our stream window instead (RFC 9113 §6.9: the peer cannot send beyond it).
     /// </remarks>
-    internal static PipeOptions CreateRequestPipeOptions(Http2Options options)
-        => new(pool: options.StreamMemoryPool, pauseWriterThreshold: 0, resumeWriterThreshold: 0, useSynchronizationContext: false,
+    /// <param name="readerScheduler">Where the reader continues (the thread pool when null).</param>
+    internal static PipeOptions CreateRequestPipeOptions(Http2Options options, PipeScheduler? readerScheduler = null)
+        => new(pool: options.StreamMemoryPool, readerScheduler: readerScheduler, pauseWriterThreshold: 0, resumeWriterThreshold: 0, useSynchronizationContext: false,
             minimumSegmentSize: Math.Max(1, options.StreamMinimumSegmentSize));
 
     /// <summary>The largest block a stream pipe's pool hands out; past it a pipe rents from ArrayPool.Shared instead.</summary>
@@ -358,14 +359,71 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
 
     // ---- Handler dispatch ----
 
-    /// <summary>Runs on the thread pool (queued by the read loop): never app code on a connection loop.</summary>
-    void IThreadPoolWorkItem.Execute() => _ = RunHandlerAsync();
+    // Set by the read loop before it defers the stream to the end of its event loop's batch (StartOnEventLoop), cleared
+    // by the first Execute.
+    private bool _offerOnEventLoop;
 
-    private async Task RunHandlerAsync()
+    /// <summary>
+    /// Read loop: offers the stream to the handler's event-loop side (<see cref="IEventLoopRequestHandler"/>) at the end
+    /// of the current batch, on this thread. False when the thread is not an event loop: the caller queues it to the pool.
+    /// </summary>
+    internal bool TryStartOnEventLoop(WorkScheduler scheduler)
+    {
+        _offerOnEventLoop = true;
+        if (scheduler.TryDefer(this))
+        {
+            return true;
+        }
+        _offerOnEventLoop = false;
+        return false;
+    }
+
+    /// <summary>
+    /// On the thread pool (queued by the read loop), or at the end of the read loop's batch for a handler that takes
+    /// streams on the event loop: never app code on a connection loop.
+    /// </summary>
+    void IThreadPoolWorkItem.Execute()
+    {
+        if (!_offerOnEventLoop)
+        {
+            _ = RunHandlerAsync(null);
+            return;
+        }
+
+        _offerOnEventLoop = false;
+        var handler = (IEventLoopRequestHandler)_handler;
+        Task? taken;
+        try
+        {
+            taken = handler.TryHandleOnEventLoop(this);
+        }
+        catch (Exception ex)
+        {
+            taken = Task.FromException(ex); // answered as a handler's failure
+        }
+        if (taken is null)
+        {
+            _declined = true;
+            ThreadPool.UnsafeQueueUserWorkItem(this, preferLocal: false); // the app's handler: never on the loop
+            return;
+        }
+        _ = RunHandlerAsync(taken);
+    }
+
+    // Set when the event-loop side declined this request (the pool then runs the declined handler), reset per request.
+    private bool _declined;
+
+    private async Task RunHandlerAsync(Task? started)
     {
         try
         {
-            await _handler.HandleAsync(this);
+            if (started is null)
+            {
+                var handler = _declined ? ((IEventLoopRequestHandler)_handler).Declined : _handler;
+                _declined = false;
+                started = handler.HandleAsync(this);
+            }
+            await started;
         }
         catch (Exception)
         {

@@ -159,6 +159,8 @@ internal readonly struct ExchangeFront(DirectRequest request) : IForwardingFront
 
     public HttpContext? HttpContext => null;
 
+    public bool MayContinueOnEventLoop => true;
+
     public string Method => Exchange.Method;
 
     public string? RequestContentType => Exchange.RequestHeaders.Get("content-type");

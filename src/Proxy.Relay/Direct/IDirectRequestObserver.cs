@@ -9,7 +9,11 @@ namespace Proxy.Relay.Direct;
 /// </summary>
 public interface IDirectRequestObserver
 {
-    /// <summary>Called once per direct request, on the request's flow, after the response completed or broke. Must not throw.</summary>
+    /// <summary>
+    /// Called once per direct request, on the request's flow, after the response completed or broke. Must not throw, and
+    /// must not block: on our epoll engine the direct path runs on the event loop that read the request or the response,
+    /// where every other connection of that thread waits for it (hand slow work, such as writing to a file, to a queue).
+    /// </summary>
     void RequestEnded(in DirectRequestRecord record);
 }
 

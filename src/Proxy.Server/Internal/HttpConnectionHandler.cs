@@ -21,7 +21,7 @@ internal sealed class HttpConnectionHandler(
     {
         var tracked = context.Features.Get<ServerConnection>()
             ?? throw new InvalidOperationException("The connection is not tracked by the server.");
-        var metadata = CreateMetadata(context, tracked.Metrics is null ? null : tracked);
+        var metadata = CreateMetadata(context, tracked.Metrics is null ? null : tracked, EventLoopScheduling.For(options.Sockets));
         var useHttp2 = await ChooseHttp2Async(context, metadata, tracked.Aborted).ConfigureAwait(false);
         if (useHttp2 is null)
         {
@@ -69,7 +69,7 @@ internal sealed class HttpConnectionHandler(
         }
     }
 
-    private static ConnectionMetadata CreateMetadata(ConnectionContext context, IProtocolMetrics? metrics)
+    private static ConnectionMetadata CreateMetadata(ConnectionContext context, IProtocolMetrics? metrics, WorkScheduler scheduler)
     {
         var handshake = context.Features.Get<ITlsHandshakeFeature>();
         if (handshake is null)
@@ -80,6 +80,7 @@ internal sealed class HttpConnectionHandler(
                 LocalEndPoint = context.LocalEndPoint,
                 RemoteEndPoint = context.RemoteEndPoint,
                 Metrics = metrics,
+                Scheduler = scheduler,
             };
         }
         var alpn = context.Features.Get<ITlsApplicationProtocolFeature>()?.ApplicationProtocol ?? default;
@@ -95,6 +96,7 @@ internal sealed class HttpConnectionHandler(
             ClientCertificate = context.Features.Get<ITlsConnectionFeature>()?.ClientCertificate,
             HostName = string.IsNullOrEmpty(handshake.HostName) ? null : handshake.HostName,
             Metrics = metrics,
+            Scheduler = scheduler,
         };
     }
 }

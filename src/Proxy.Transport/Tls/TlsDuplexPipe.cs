@@ -35,8 +35,11 @@ internal sealed class TlsDuplexPipe : IDuplexPipe, IAsyncDisposable
             useSynchronizationContext: false));
         Input = input.Reader;
         _inputPump = TlsInputPump.RunAsync(sslStream, input.Writer, InputReadSize, _stopInput.Token);
+        // NOTE: the output pump runs where the protocol's flush came from: after the epoll thread's batch when a writer loop
+        // ran there (no thread-pool thread wakes per flush), else on the thread pool.
         _output = new Pipe(new PipeOptions(
             pool: options.OutputMemoryPool,
+            readerScheduler: Sockets.EventLoop.PipeScheduler,
             pauseWriterThreshold: options.MaxOutputBufferSize,
             resumeWriterThreshold: options.MaxOutputBufferSize / 2,
             useSynchronizationContext: false));

@@ -56,9 +56,13 @@ public sealed class Http2TestPeer : IAsyncDisposable
         => StartAsync(new DelegateRequestHandler(handler), options, time);
 
     public static Task<Http2TestPeer> StartAsync(IHttpRequestHandler handler, Http2Options? options = null, TimeProvider? time = null)
+        => StartAsync(handler, WorkScheduler.ThreadPool, options, time);
+
+    /// <summary>A server connection whose writer wakes and event-loop streams go through <paramref name="scheduler"/>.</summary>
+    public static Task<Http2TestPeer> StartAsync(IHttpRequestHandler handler, WorkScheduler scheduler, Http2Options? options = null, TimeProvider? time = null)
     {
         var (server, client) = InMemoryDuplexPipe.CreatePair();
-        var meta = new ConnectionMetadata { ConnectionId = "test-" + Guid.NewGuid().ToString("N")[..8] };
+        var meta = new ConnectionMetadata { ConnectionId = "test-" + Guid.NewGuid().ToString("N")[..8], Scheduler = scheduler };
         var connection = new Http2Connection(server, options ?? new Http2Options(), handler, meta, time ?? TimeProvider.System);
         var process = Task.Run(() => connection.ProcessAsync(CancellationToken.None));
         return Task.FromResult(new Http2TestPeer(client, connection, process));

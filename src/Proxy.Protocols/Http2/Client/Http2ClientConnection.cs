@@ -26,6 +26,7 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
     private readonly Http2Options _options;
     private readonly TimeProvider _time;
     private readonly Channel<WriterMessage> _writerChannel;
+    private readonly WriterWake _writerWake;
     private readonly FrameWriterLoop _writer;
     private readonly TaskCompletionSource _completed = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
@@ -73,7 +74,11 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
     private ReceiveWindow _connectionWindow;
     private volatile bool _writerChannelCompleted;
 
-    public Http2ClientConnection(IDuplexPipe transport, Http2ClientOptions? options = null, TimeProvider? time = null)
+    /// <param name="scheduler">
+    /// Where the writer loop continues when woken, and the response head of a request that asks to continue on the event
+    /// loop (<see cref="BackendRequest.ContinueOnEventLoop"/>); the thread pool when null.
+    /// </param>
+    public Http2ClientConnection(IDuplexPipe transport, Http2ClientOptions? options = null, TimeProvider? time = null, WorkScheduler? scheduler = null)
     {
         ArgumentNullException.ThrowIfNull(transport);
         _input = transport.Input;
@@ -91,6 +96,9 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         RequestPipeOptions = Http2Stream.CreateResponsePipeOptions(_options);   // outbound, like a server response
         StreamBlockSize = Http2Stream.StreamBlockSize(_options);
         ResponsePipeOptions = Http2Stream.CreateRequestPipeOptions(_options);   // inbound, like a server request
+        Scheduler = scheduler ?? WorkScheduler.ThreadPool;
+        // A relay that continues on the event loop (ContinueOnEventLoop) reads its response body there too.
+        ResponsePipeOptionsOnEventLoop = Scheduler.HasEventLoop ? Http2Stream.CreateRequestPipeOptions(_options, Scheduler) : ResponsePipeOptions;
         // Room for the control-frame cap plus a few messages per stream we may have open (MaxStreamsPerConnection bounds it).
         var capacity = Math.Max(_options.WriterQueueCapacity, _options.MaxQueuedControlFrames + 4 * Math.Max(1, _clientOptions.MaxStreamsPerConnection) + 64);
         _writerChannel = Channel.CreateBounded<WriterMessage>(new BoundedChannelOptions(capacity)
@@ -100,13 +108,19 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
             FullMode = BoundedChannelFullMode.Wait,
             AllowSynchronousContinuations = false,
         });
-        _writer = new FrameWriterLoop(this, _options, _writerChannel.Reader, _output, _time, clientRole: true);
+        _writerWake = new WriterWake(Scheduler);
+        _writer = new FrameWriterLoop(this, _options, _writerChannel.Reader, _writerWake, _output, _time, clientRole: true);
     }
+
+    /// <summary>Where the writer loop and event-loop streams' response heads continue (immutable).</summary>
+    internal WorkScheduler Scheduler { get; }
 
     internal PipeOptions RequestPipeOptions { get; }
     /// <summary>The largest block the stream pipes' pool hands out (received DATA is written a block at a time).</summary>
     internal int StreamBlockSize { get; }
     internal PipeOptions ResponsePipeOptions { get; }
+    /// <summary>The response pipes of streams whose relay continues on the event loop: the reader resumes there after the read loop's batch.</summary>
+    internal PipeOptions ResponsePipeOptionsOnEventLoop { get; }
 
     /// <summary>Completes when the connection has closed (both loops ended, the transport completed).</summary>
     public Task Completion => _completed.Task;
@@ -278,10 +292,21 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         }
     }
 
+    // Any thread: queues a message for the writer loop and wakes it.
+    private bool TryQueueToWriter(WriterMessage message)
+    {
+        if (!_writerChannel.Writer.TryWrite(message))
+        {
+            return false;
+        }
+        _writerWake.Signal();
+        return true;
+    }
+
     /// <summary>Relay threads: output signals and window updates. Bounded by design (see the server's twin); a full channel closes the connection.</summary>
     internal void EnqueueFromProducer(WriterMessage message)
     {
-        if (!_writerChannel.Writer.TryWrite(message) && !_writerChannelCompleted)
+        if (!TryQueueToWriter(message) && !_writerChannelCompleted)
         {
             Post(new ClientEvent(ClientEventKind.WriterError, null, 0,
                 new Http2ConnectionException("The writer queue is full.", Http2ErrorCode.EnhanceYourCalm, "writer_queue_full")));
@@ -291,7 +316,7 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
     /// <summary>Read loop: control frames count toward MaxQueuedControlFrames (a backend flooding PINGs or SETTINGS, CVE-2019-9512/9515).</summary>
     private void EnqueueControl(WriterMessage message)
     {
-        if (Interlocked.Increment(ref _queuedControlFrames) > _options.MaxQueuedControlFrames || !_writerChannel.Writer.TryWrite(message.AsControl()))
+        if (Interlocked.Increment(ref _queuedControlFrames) > _options.MaxQueuedControlFrames || !TryQueueToWriter(message.AsControl()))
         {
             throw new Http2ConnectionException("Too many control frames queued for writing.", Http2ErrorCode.EnhanceYourCalm, "control_frame_flood");
         }
@@ -386,10 +411,11 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         _writer.DropStreamOutput();
         if (goAway is { } code)
         {
-            _writerChannel.Writer.TryWrite(WriterMessage.GoAway(0, code));
+            TryQueueToWriter(WriterMessage.GoAway(0, code));
         }
         _writerChannelCompleted = true;
         _writerChannel.Writer.TryComplete();
+        _writerWake.Signal();
         if (_abortCts.IsCancellationRequested || _writerFailed)
         {
             _output.CancelPendingFlush();

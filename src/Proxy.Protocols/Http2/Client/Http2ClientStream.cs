@@ -24,9 +24,14 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
     private readonly RequestBodyWriter? _requestWriter;
     private readonly ResponseBodyReader _responseReader;
     // The response head's arrival (or the stream's failure): the stream is its own one-shot value-task source, which
-    // saves the TaskCompletionSource, its Task and a Task.WaitAsync promise per call. Its continuation runs on the thread
-    // pool, not on the read loop that completes it: the loop serves every stream of the connection.
-    private ManualResetValueTaskSourceCore<bool> _head = new() { RunContinuationsAsynchronously = true };
+    // saves the TaskCompletionSource, its Task and a Task.WaitAsync promise per call. Its continuation never runs on the
+    // read loop that completes it (the loop serves every stream of the connection): on the thread pool, or, for a request
+    // that continues on the event loop, after the read loop's batch on its thread (_onEventLoop, see CompleteHead).
+    private ManualResetValueTaskSourceCore<bool> _head;
+    // The relay asked to continue on the event loop (BackendRequest.ContinueOnEventLoop) and the connection has one: the
+    // head's continuation and the response body's reader resume there.
+    private readonly bool _onEventLoop;
+    private Exception? _headError;
     private int _headSet;
     private int _headAwaited;
     // Built here, then the writer loop's: read until it sent HEADERS, then dropped by it (OnHeadersSent), so a long-lived
@@ -41,10 +46,12 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
             _requestPipe = new Pipe(connection.RequestPipeOptions);
             _requestWriter = new RequestBodyWriter(this, _requestPipe.Writer);
         }
-        _responsePipe = new Pipe(connection.ResponsePipeOptions);
+        _onEventLoop = request.ContinueOnEventLoop && connection.Scheduler.HasEventLoop;
+        _responsePipe = new Pipe(_onEventLoop ? connection.ResponsePipeOptionsOnEventLoop : connection.ResponsePipeOptions);
         _responseReader = new ResponseBodyReader(this, _responsePipe.Reader);
         _window = new ReceiveWindow(initialReceiveWindow);
         _headers = BuildHeaderBlock(request);
+        _head.RunContinuationsAsynchronously = !_onEventLoop;
         HasRequestBody = request.HasBody;
         IsHead = request.Method == "HEAD";
     }
@@ -216,7 +223,14 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
             return false;
         }
 
-        if (error is null)
+        if (_onEventLoop)
+        {
+            // The continuation runs inline where CompleteHead runs: after this event loop's batch, or on the pool when the
+            // head completes elsewhere (an abort, a timer).
+            _headError = error;
+            _connection.Scheduler.Schedule(static s => ((Http2ClientStream)s!).CompleteHead(), this);
+        }
+        else if (error is null)
         {
             _head.SetResult(true);
         }
@@ -226,6 +240,18 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
         }
 
         return true;
+    }
+
+    private void CompleteHead()
+    {
+        if (_headError is { } error)
+        {
+            _head.SetException(error);
+        }
+        else
+        {
+            _head.SetResult(true);
+        }
     }
 
     void IValueTaskSource.GetResult(short token) => _head.GetResult(token);

@@ -17,6 +17,9 @@ internal sealed unsafe class EpollEngine
 {
     private const int MaxEvents = 256;
 
+    // The work deferred to the end of this epoll thread's current batch of events; null on every other thread.
+    [ThreadStatic] private static DeferredWork? t_deferred;
+
     private static readonly Lock s_sharedLock = new();
     private static EpollEngine? s_shared;
 
@@ -147,6 +150,7 @@ internal sealed unsafe class EpollEngine
         var size = EpollInterop.EventSize;
         var offset = EpollInterop.EventDataOffset;
         var events = (byte*)NativeMemory.Alloc((nuint)(MaxEvents * size));
+        var deferred = t_deferred = new DeferredWork();
         while (true)
         {
             var count = EpollInterop.EpollWait(epfd, events, MaxEvents, -1);
@@ -173,6 +177,66 @@ internal sealed unsafe class EpollEngine
                     // does with DOTNET_SYSTEM_NET_SOCKETS_INLINE_COMPLETIONS=1).
                     socket.OnEvents(*(uint*)ev);
                 }
+            }
+            deferred.RunAll();
+        }
+    }
+
+    /// <summary>
+    /// On an epoll thread: queues <paramref name="callback"/> to run on this thread once every event of its current
+    /// batch was handled, and returns true. Elsewhere, or when the batch already deferred its bound: false, and nothing
+    /// is queued (the caller runs it elsewhere).
+    /// </summary>
+    internal static bool TryDefer(Action<object?> callback, object? state) => t_deferred is { } deferred && deferred.TryAdd(callback, state);
+
+    /// <summary>True on one of an engine's epoll threads.</summary>
+    internal static bool IsEpollThread => t_deferred is not null;
+
+    // Owned by its epoll thread.
+    private sealed class DeferredWork
+    {
+        // NOTE: the bound on what one batch defers, items deferred by items included (a writer loop woken again while
+        // it ran): past it, TryAdd refuses and the caller queues to the thread pool, so epoll_wait is called again soon
+        // and no socket of this thread waits behind a long chain of work.
+        private const int MaxPerBatch = 4096;
+        private (Action<object?> Callback, object? State)[] _items = new (Action<object?>, object?)[64];
+        private int _count;
+
+        public bool TryAdd(Action<object?> callback, object? state)
+        {
+            if (_count == MaxPerBatch)
+            {
+                return false;
+            }
+            if (_count == _items.Length)
+            {
+                Array.Resize(ref _items, _items.Length * 2);
+            }
+            _items[_count++] = (callback, state);
+            return true;
+        }
+
+        public void RunAll()
+        {
+            // NOTE: _count grows while this runs (items defer items); each runs once, in the order deferred.
+            for (var i = 0; i < _count; i++)
+            {
+                var (callback, state) = _items[i];
+                _items[i] = default;
+                try
+                {
+                    callback(state);
+                }
+                catch (Exception ex)
+                {
+                    // The thread pool ends the process on an exception a work item leaves unhandled; so does this thread.
+                    Environment.FailFast("A work item deferred on an epoll thread failed: " + ex.Message, ex);
+                }
+            }
+            _count = 0;
+            if (_items.Length > 256)
+            {
+                _items = new (Action<object?>, object?)[64]; // a burst's array is not kept
             }
         }
     }

@@ -18,10 +18,10 @@ public sealed class Http2ClientConnectionProtocolTests
 {
     private sealed class Harness : IAsyncDisposable
     {
-        public Harness(Http2ClientOptions? options = null, TimeProvider? time = null)
+        public Harness(Http2ClientOptions? options = null, TimeProvider? time = null, WorkScheduler? scheduler = null)
         {
             var (server, client) = InMemoryDuplexPipe.CreatePair();
-            Connection = new Http2ClientConnection(client, options, time);
+            Connection = new Http2ClientConnection(client, options, time, scheduler);
             Run = Task.Run(() => Connection.RunAsync());
             Backend = Http2TestPeer.Over(server);
         }
@@ -66,6 +66,48 @@ public sealed class Http2ClientConnectionProtocolTests
                 return text.ToString();
             }
         }
+    }
+
+    [Theory]
+    [InlineData(true)]
+    [InlineData(false)]
+    public async Task ResponseHead_ContinuesOnTheEventLoop_OnlyWhenTheRequestAsks(bool continueOnEventLoop)
+    {
+        using var loop = new TestEventLoop();
+        await using var h = new Harness(scheduler: loop.Scheduler);
+        await h.AcceptAsync();
+        var exchange = h.Connection.TryOpen(new BackendRequest { Authority = "backend", PathAndQuery = "/", ContinueOnEventLoop = continueOnEventLoop })!;
+        await h.Backend.ExpectHeadersAsync(1);
+
+        var resumedOnLoop = ResumedOnLoopAsync();
+        await h.Backend.SendResponseHeadersAsync(1, 200, endStream: true);
+
+        Assert.Equal(continueOnEventLoop, await resumedOnLoop);
+        Assert.Equal(200, exchange.StatusCode);
+        Assert.Equal("", await ReadAllAsync(exchange));
+
+        async Task<bool> ResumedOnLoopAsync()
+        {
+            await exchange.ReadResponseHeadAsync(CancellationToken.None).ConfigureAwait(false);
+            return loop.IsCurrentThread;
+        }
+    }
+
+    [Fact]
+    public async Task ResponseHead_OnTheEventLoop_AFailureStillReachesTheWaiter()
+    {
+        using var loop = new TestEventLoop();
+        await using var h = new Harness(scheduler: loop.Scheduler);
+        await h.AcceptAsync();
+        var exchange = h.Connection.TryOpen(new BackendRequest { Authority = "backend", PathAndQuery = "/", ContinueOnEventLoop = true })!;
+        await h.Backend.ExpectHeadersAsync(1);
+
+        var head = exchange.ReadResponseHeadAsync(CancellationToken.None).AsTask();
+        await h.Backend.SendRstStreamAsync(1, Http2ErrorCode.InternalError);
+
+        var error = await Assert.ThrowsAsync<BackendException>(() => head);
+        Assert.Equal(BackendFailure.StreamReset, error.Failure);
+        Assert.Equal((uint)Http2ErrorCode.InternalError, error.ErrorCode);
     }
 
     [Fact]

@@ -1,0 +1,113 @@
+using System.Collections.Concurrent;
+using System.Text;
+using Proxy.Protocols.Http2;
+using Proxy.Testing;
+using Proxy.Testing.Http2;
+
+namespace Proxy.Protocols.Tests.Http2;
+
+/// <summary>
+/// A handler that takes some streams on the connection's event loop (IEventLoopRequestHandler, the proxy's direct path):
+/// the engine offers it each new stream there, and the app gets the ones it declines on the thread pool, never on the
+/// loop. A producer's output wakes the writer loop through the connection's scheduler.
+/// </summary>
+public class Http2EventLoopTests
+{
+    private sealed class SplitHandler(TestEventLoop loop) : IEventLoopRequestHandler
+    {
+        public ConcurrentQueue<string> Calls { get; } = new();
+
+        public Task? TryHandleOnEventLoop(HttpExchange exchange)
+        {
+            Calls.Enqueue($"offer {exchange.RawTarget} loop={loop.IsCurrentThread}");
+            if (exchange.RawTarget != "/loop")
+            {
+                return null;
+            }
+            exchange.ResponseHeaders.Add("x-ran", "loop");
+            return exchange.ResponseBody.WriteAsync(Encoding.ASCII.GetBytes("from the loop")).AsTask();
+        }
+
+        public IHttpRequestHandler Declined => new DelegateRequestHandler(async exchange =>
+        {
+            Calls.Enqueue($"declined {exchange.RawTarget} loop={loop.IsCurrentThread} pool={Thread.CurrentThread.IsThreadPoolThread}");
+            exchange.ResponseHeaders.Add("x-ran", "app");
+            await exchange.ResponseBody.WriteAsync(Encoding.ASCII.GetBytes("from the app"));
+        });
+
+        // The engine never calls this when it can offer the stream on the loop.
+        public Task HandleAsync(HttpExchange exchange)
+        {
+            Calls.Enqueue($"handle {exchange.RawTarget}");
+            return Task.CompletedTask;
+        }
+    }
+
+    [Fact]
+    public async Task NewStreams_OfferedOnTheLoop_TakenOnesRunThere_DeclinedOnesRunOnThePool()
+    {
+        using var loop = new TestEventLoop();
+        var handler = new SplitHandler(loop);
+        await using var peer = await Http2TestPeer.StartAsync(handler, loop.Scheduler);
+        await peer.HandshakeAsync();
+
+        await peer.SendRequestHeadersAsync(1, "GET", "/loop");
+        var taken = await peer.ReadResponseAsync(1);
+        await peer.SendRequestHeadersAsync(3, "GET", "/app");
+        var declined = await peer.ReadResponseAsync(3);
+
+        Assert.Equal("loop", taken.Headers["x-ran"]);
+        Assert.Equal("from the loop", Encoding.ASCII.GetString(taken.Body));
+        Assert.Equal("app", declined.Headers["x-ran"]);
+        Assert.Equal("from the app", Encoding.ASCII.GetString(declined.Body));
+        Assert.Equal(["offer /loop loop=True", "offer /app loop=True", "declined /app loop=False pool=True"], handler.Calls.ToArray());
+        // The writer loop was woken through the scheduler (the responses above went out through it).
+        Assert.Contains("WriterWake", loop.RanStates);
+    }
+
+    [Fact]
+    public async Task PlainHandler_OnAnEventLoopConnection_RunsOnThePool()
+    {
+        using var loop = new TestEventLoop();
+        var onLoop = new ConcurrentQueue<bool>();
+        await using var peer = await Http2TestPeer.StartAsync(new DelegateRequestHandler(async exchange =>
+        {
+            onLoop.Enqueue(loop.IsCurrentThread);
+            await exchange.ResponseBody.WriteAsync("ok"u8.ToArray());
+        }), loop.Scheduler);
+        await peer.HandshakeAsync();
+
+        await peer.SendRequestHeadersAsync(1, "GET", "/");
+        var response = await peer.ReadResponseAsync(1);
+
+        Assert.Equal("200", response.Headers[":status"]);
+        Assert.Equal([false], onLoop.ToArray());
+    }
+
+    [Fact]
+    public async Task TakenStream_WhoseOfferThrows_Answers500_AndTheConnectionCarriesOn()
+    {
+        using var loop = new TestEventLoop();
+        var handler = new ThrowingOffer();
+        await using var peer = await Http2TestPeer.StartAsync(handler, loop.Scheduler);
+        await peer.HandshakeAsync();
+
+        await peer.SendRequestHeadersAsync(1, "GET", "/throw");
+        var failed = await peer.ReadResponseAsync(1);
+        await peer.SendRequestHeadersAsync(3, "GET", "/fine");
+        var fine = await peer.ReadResponseAsync(3);
+
+        Assert.Equal("500", failed.Headers[":status"]);
+        Assert.Equal("200", fine.Headers[":status"]);
+    }
+
+    private sealed class ThrowingOffer : IEventLoopRequestHandler
+    {
+        public Task? TryHandleOnEventLoop(HttpExchange exchange) =>
+            exchange.RawTarget == "/throw" ? throw new InvalidOperationException("deciding failed") : null;
+
+        public IHttpRequestHandler Declined { get; } = new DelegateRequestHandler(_ => Task.CompletedTask);
+
+        public Task HandleAsync(HttpExchange exchange) => Task.CompletedTask;
+    }
+}
