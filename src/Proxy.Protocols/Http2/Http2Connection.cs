@@ -132,6 +132,14 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
         _writer = new FrameWriterLoop(this, options, _writerChannel.Reader, _writerWake, _output, _time, metrics: meta.Metrics);
     }
 
+    /// <summary>True when new streams are offered to the handler on the event loop (<see cref="IEventLoopRequestHandler"/>).</summary>
+    internal bool HandlerTakesEventLoop => _handlerTakesEventLoop;
+
+    internal Http2Options Options => _options;
+
+    /// <summary>The connection's scheduler (<see cref="ConnectionMetadata.Scheduler"/>).</summary>
+    internal WorkScheduler Scheduler => _metadata.Scheduler;
+
     /// <summary>Shared by the request pipes of this connection's streams (immutable).</summary>
     internal PipeOptions RequestPipeOptions { get; }
     /// <summary>The largest block the stream pipes' pool hands out (received DATA is written a block at a time).</summary>

@@ -150,7 +150,9 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         }
         else
         {
-            _requestPipe ??= new Pipe(_connection.RequestPipeOptions);
+            _requestPipe ??= new Pipe(_connection.HandlerTakesEventLoop
+                ? CreateRequestPipeOptions(_connection.Options, new BodyReaderScheduler(this, _connection.Scheduler)) // kept with the pooled stream
+                : _connection.RequestPipeOptions);
             _requestPipeInUse = true;
             _requestBodyReader.Attach(_requestPipe.Reader);
         }
@@ -362,6 +364,28 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     // Set by the read loop before it defers the stream to the end of its event loop's batch (StartOnEventLoop), cleared
     // by the first Execute.
     private bool _offerOnEventLoop;
+    // This request was taken on the event loop: its body's reader resumes there too (BodyReaderScheduler). Set before
+    // the handler first reads; the read loop's later flushes read it.
+    private volatile bool _bodyOnEventLoop;
+
+    /// <summary>
+    /// The request pipe's reader scheduler on a connection whose handler takes streams on the event loop: a request taken
+    /// there reads its body there (our code), any other one on the thread pool (the app's).
+    /// </summary>
+    private sealed class BodyReaderScheduler(Http2Stream stream, WorkScheduler loop) : PipeScheduler
+    {
+        public override void Schedule(Action<object?> action, object? state)
+        {
+            if (stream._bodyOnEventLoop)
+            {
+                loop.Schedule(action, state);
+            }
+            else
+            {
+                System.Threading.ThreadPool.UnsafeQueueUserWorkItem(action, state, preferLocal: false);
+            }
+        }
+    }
 
     /// <summary>
     /// Read loop: offers the stream to the handler's event-loop side (<see cref="IEventLoopRequestHandler"/>) at the end
@@ -386,11 +410,13 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     {
         if (!_offerOnEventLoop)
         {
+            _bodyOnEventLoop = false;
             _ = RunHandlerAsync(null);
             return;
         }
 
         _offerOnEventLoop = false;
+        _bodyOnEventLoop = true;
         var handler = (IEventLoopRequestHandler)_handler;
         Task? taken;
         try
@@ -403,6 +429,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         }
         if (taken is null)
         {
+            _bodyOnEventLoop = false;
             _declined = true;
             ThreadPool.UnsafeQueueUserWorkItem(this, preferLocal: false); // the app's handler: never on the loop
             return;

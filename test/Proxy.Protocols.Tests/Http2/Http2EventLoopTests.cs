@@ -65,6 +65,69 @@ public class Http2EventLoopTests
         Assert.Contains("WriterWake", loop.RanStates);
     }
 
+    private sealed class BodyReadingHandler(TestEventLoop loop) : IEventLoopRequestHandler
+    {
+        public ConcurrentQueue<string> Reads { get; } = new();
+
+        /// <summary>Set when a body read found nothing yet and waits (replaced by the test per request).</summary>
+        public TaskCompletionSource Waiting { get; set; } = new(TaskCreationOptions.RunContinuationsAsynchronously);
+
+        public Task? TryHandleOnEventLoop(HttpExchange exchange) => exchange.RawTarget == "/loop" ? EchoAsync(exchange, "loop") : null;
+
+        public IHttpRequestHandler Declined => new DelegateRequestHandler(exchange => EchoAsync(exchange, "app"));
+
+        public Task HandleAsync(HttpExchange exchange) => Task.CompletedTask;
+
+        private async Task EchoAsync(HttpExchange exchange, string who)
+        {
+            var body = new MemoryStream();
+            while (true)
+            {
+                var pending = exchange.RequestBody.ReadAsync();
+                if (!pending.IsCompleted)
+                {
+                    Waiting.TrySetResult();
+                }
+                // NOTE: ConfigureAwait(false): a read that waited resumes where the pipe's scheduler puts it.
+                var read = await pending.ConfigureAwait(false);
+                Reads.Enqueue($"{who} loop={loop.IsCurrentThread}");
+                foreach (var segment in read.Buffer)
+                {
+                    body.Write(segment.Span);
+                }
+                exchange.RequestBody.AdvanceTo(read.Buffer.End);
+                if (read.IsCompleted)
+                {
+                    break;
+                }
+            }
+            await exchange.ResponseBody.WriteAsync(body.ToArray()).ConfigureAwait(false);
+        }
+    }
+
+    [Fact]
+    public async Task RequestBody_OfAStreamTakenOnTheLoop_IsReadThere_ADeclinedOnesOnThePool()
+    {
+        using var loop = new TestEventLoop();
+        var handler = new BodyReadingHandler(loop);
+        await using var peer = await Http2TestPeer.StartAsync(handler, loop.Scheduler);
+        await peer.HandshakeAsync();
+
+        foreach (var (id, path) in new[] { (1, "/loop"), (3, "/app") })
+        {
+            handler.Waiting = new(TaskCreationOptions.RunContinuationsAsynchronously);
+            await peer.SendRequestHeadersAsync(id, "POST", path, endStream: false);
+            // Only the headers so far: the handler's first read waits, and resumes when the DATA comes.
+            await handler.Waiting.Task.WaitAsync(TimeSpan.FromSeconds(20));
+            await peer.SendDataAsync(id, Encoding.ASCII.GetBytes("payload " + id), endStream: true);
+            var response = await peer.ReadResponseAsync(id);
+            Assert.Equal("payload " + id, Encoding.ASCII.GetString(response.Body));
+            var reads = handler.Reads.ToArray();
+            handler.Reads.Clear();
+            Assert.All(reads, r => Assert.Equal(path == "/loop" ? "loop loop=True" : "app loop=False", r));
+        }
+    }
+
     [Fact]
     public async Task PlainHandler_OnAnEventLoopConnection_RunsOnThePool()
     {
