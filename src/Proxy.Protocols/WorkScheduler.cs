@@ -14,12 +14,18 @@ public sealed class WorkScheduler : PipeScheduler
 {
     private static readonly Action<object?> s_execute = static item => ((IThreadPoolWorkItem)item!).Execute();
     private readonly Func<Action<object?>, object?, bool>? _tryDefer;
+    private readonly Func<bool>? _isOnEventLoop;
 
     /// <param name="tryDefer">
     /// Queues the callback to run later on the calling thread's event loop and returns true; returns false (queueing
     /// nothing) off an event loop. It never runs the callback before it returns.
     /// </param>
-    public WorkScheduler(Func<Action<object?>, object?, bool> tryDefer) => _tryDefer = tryDefer ?? throw new ArgumentNullException(nameof(tryDefer));
+    /// <param name="isOnEventLoop">True on one of the event loops' threads.</param>
+    public WorkScheduler(Func<Action<object?>, object?, bool> tryDefer, Func<bool> isOnEventLoop)
+    {
+        _tryDefer = tryDefer ?? throw new ArgumentNullException(nameof(tryDefer));
+        _isOnEventLoop = isOnEventLoop ?? throw new ArgumentNullException(nameof(isOnEventLoop));
+    }
 
     private WorkScheduler() { }
 
@@ -28,6 +34,9 @@ public sealed class WorkScheduler : PipeScheduler
 
     /// <summary>True when this scheduler may run work on an event loop (false for <see cref="ThreadPool"/>).</summary>
     public bool HasEventLoop => _tryDefer is not null;
+
+    /// <summary>True when the calling thread is one of this scheduler's event loops: work that may wait (a file read) leaves it first.</summary>
+    public bool IsOnEventLoop => _isOnEventLoop?.Invoke() == true;
 
     /// <summary>Runs the item later: on this thread's event loop after its batch, else on the thread pool.</summary>
     public void Schedule(IThreadPoolWorkItem item)

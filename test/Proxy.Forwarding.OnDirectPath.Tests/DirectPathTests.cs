@@ -116,6 +116,42 @@ public class DirectPathTests
     }
 
     [Fact]
+    public async Task Reload_ARouteTheReloadAdds_GoesDirectOnceTheTableIsRebuilt_EveryAnswerRightMeanwhile()
+    {
+        // HTTP/2 in front: its streams are decided on the epoll threads, which never build the table themselves; a change
+        // of the endpoints starts the rebuild on the pool, and until it is done the pipeline answers.
+        await using var backend = await Backends.StartEchoAsync(TestProtocol.Http2);
+        var config = new ProxyConfigDictionary().Route("r1", "c1", "/a/{**rest}").Destination("c1", "d1", backend.Url).H2c("c1");
+        await using var proxy = await StartAsync(config, TestProtocol.Http2);
+        using var http = proxy.CreateClient();
+        var manager = proxy.Services.GetRequiredService<Proxy.Forwarding.Configuration.ProxyStateManager>();
+        using (var before = await http.GetAsync("/b/x"))
+        {
+            Assert.Equal(HttpStatusCode.NotFound, before.StatusCode);
+        }
+
+        var attempt = manager.NextReloadAttempt;
+        proxy.App.Configuration["ReverseProxy:Routes:r2:ClusterId"] = "c1";
+        proxy.App.Configuration["ReverseProxy:Routes:r2:Match:Path"] = "/b/{**rest}";
+        ((IConfigurationRoot)proxy.App.Configuration).Reload();
+        await attempt.WaitAsync(TimeSpan.FromSeconds(30));
+
+        var tookPipeline = 0;
+        for (var i = 0; ; i++)
+        {
+            using var response = await http.GetAsync("/b/x" + i);
+            var echo = await response.ReadEchoAsync();
+            Assert.Equal(HttpStatusCode.OK, response.StatusCode);
+            Assert.Equal("/b/x" + i, echo.Path);
+            if (!response.Headers.Contains("x-pipeline"))
+            {
+                break; // direct
+            }
+            Assert.True(++tookPipeline < 1000, "the route the reload added never went direct");
+        }
+    }
+
+    [Fact]
     public async Task DeadDestination_502FromTheDirectPath()
     {
         var config = new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", Proxies.DeadAddress());

@@ -59,7 +59,7 @@ internal sealed partial class FrameWriterLoop
         if (!hasRead)
         {
             // Body bytes written before a SendFileAsync went first; the file follows once the pipe is empty.
-            return stream.PendingFile is { } file && ServiceFile(stream, file);
+            return stream.PendingFile is { } file && ServiceFileOffTheLoop(stream, file);
         }
         if (!buffer.IsEmpty)
         {
@@ -102,7 +102,22 @@ internal sealed partial class FrameWriterLoop
             StopStream(stream, wasReset: false);
             return false;
         }
-        return stream.PendingFile is { } pending && ServiceFile(stream, pending);
+        return stream.PendingFile is { } pending && ServiceFileOffTheLoop(stream, pending);
+    }
+
+    /// <summary>
+    /// A file's next frame, read synchronously (<see cref="ServiceFile"/>), never on an event loop: there a read that
+    /// waits on a disk would hold up every connection of the thread. On one, the stream stays ready and the loop moves
+    /// to the thread pool first (<see cref="_fileWantsPool"/>, taken in RunAsync).
+    /// </summary>
+    private bool ServiceFileOffTheLoop(IHttp2OutputSource stream, Http2Stream.FileOutput file)
+    {
+        if (_wake.Scheduler.IsOnEventLoop)
+        {
+            _fileWantsPool = true;
+            return true;
+        }
+        return ServiceFile(stream, file);
     }
 
     /// <summary>

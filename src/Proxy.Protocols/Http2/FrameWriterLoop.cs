@@ -37,6 +37,7 @@ internal sealed partial class FrameWriterLoop
     private readonly TimeProvider _time;
     private ITimer? _flushTimer;
     private int _flushTimedOut; // set by the flush timer (any thread)
+    private bool _fileWantsPool; // a file stream's turn came on an event loop (ServiceFileOffTheLoop)
 
     private int _peerMaxFrameSize = 16_384;
     private bool _transportClosed;
@@ -89,6 +90,12 @@ internal sealed partial class FrameWriterLoop
                     if (_output.Unflushed >= _options.MaxWriteBatchSize)
                     {
                         await FlushAsync();
+                    }
+                    if (_fileWantsPool)
+                    {
+                        // A file stream's turn came on an event loop: its reads happen on the thread pool.
+                        _fileWantsPool = false;
+                        await Task.Yield();
                     }
                     continue;
                 }

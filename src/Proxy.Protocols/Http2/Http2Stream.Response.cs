@@ -97,7 +97,8 @@ internal sealed partial class Http2Stream
     /// </summary>
     /// <remarks>
     /// NOTE: the writer loop reads synchronously, so a read that waits on a disk (not the page cache) holds up the
-    /// connection's other streams for that read; nginx's sendfile has the same trade. The handle stays the caller's:
+    /// connection's other streams for that read; nginx's sendfile has the same trade. Never on an event loop: a writer
+    /// pass that reaches a file there moves to the thread pool first (other connections share that thread). The handle stays the caller's:
     /// the loop is done with it when this returns normally; after a cancellation or a reset it may still be inside
     /// one read, which a closed SafeFileHandle turns into an exception the loop absorbs.
     /// </remarks>

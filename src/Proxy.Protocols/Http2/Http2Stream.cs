@@ -353,6 +353,9 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         HandlerFinished = false;
         ClosedNormally = false;
         AwaitingRequestEnd = false;
+        _offerOnEventLoop = false;
+        _declined = false;
+        _bodyOnEventLoop = false;
         return true;
     }
 

@@ -20,6 +20,9 @@ internal sealed class WriterWake : IValueTaskSource, IThreadPoolWorkItem
 
     public WriterWake(WorkScheduler scheduler) => _scheduler = scheduler;
 
+    /// <summary>Where the woken loop runs.</summary>
+    public WorkScheduler Scheduler => _scheduler;
+
     /// <summary>Loop: waits for the next signal (one that came since the loop last woke completes this at once).</summary>
     public ValueTask WaitAsync()
     {

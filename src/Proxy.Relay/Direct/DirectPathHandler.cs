@@ -50,6 +50,10 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
         _dateCache = new DateHeaderCache(time);
         _maxRequestBodySize = serverOptions.Value.MaxRequestBodySize;
         _addServerHeader = serverOptions.Value.AddServerHeader;
+        // The first table is built as the app starts (its endpoints are mapped by then), off any event loop, so the first
+        // requests find it (see CurrentTable).
+        services.GetService<Microsoft.Extensions.Hosting.IHostApplicationLifetime>()?.ApplicationStarted.Register(
+            static state => ((DirectPathHandler)state!).RebuildQuietly(), this);
     }
 
     public Task? TryHandle(HttpExchange exchange)
@@ -182,15 +186,61 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
         RateLimiting: _services.GetService<IOptions<Microsoft.AspNetCore.RateLimiting.RateLimiterOptions>>()?.Value.GlobalLimiter is not null,
         RequestTimeout: _services.GetService<IOptions<Microsoft.AspNetCore.Http.Timeouts.RequestTimeoutOptions>>()?.Value.DefaultPolicy is not null);
 
-    /// <summary>The table for the app's current endpoints (built on the first request, rebuilt when they change); null until the app mapped its endpoints.</summary>
+    /// <summary>
+    /// The table for the app's current endpoints (built as the app starts, rebuilt when they change); null until the app
+    /// mapped its endpoints, and null on an event loop while the table is out of date: reading the endpoints may build
+    /// them (endpoint data sources are lazy), and building the table takes a lock, resolves options and logs, none of
+    /// which belongs on a thread every connection of it waits for. The rebuild then runs on the thread pool, and the
+    /// request goes to the pipeline, which answers it the same way.
+    /// </summary>
     private DirectRouteTable? CurrentTable()
     {
         var table = _table;
-        if (table is not null && ReferenceEquals(table.Source, _endpoints!.Endpoints))
+        if (table is not null && !_stale || _noForwarding)
         {
             return table;
         }
 
+        if (Proxy.Transport.Sockets.EventLoop.IsCurrentThread)
+        {
+            QueueRebuild();
+            return null;
+        }
+
+        return Rebuild();
+    }
+
+    // Set when the app's endpoints changed (their change token), cleared just before a table is built from them.
+    private volatile bool _stale = true;
+    private volatile bool _noForwarding;
+    private int _rebuildQueued;
+
+    private void QueueRebuild()
+    {
+        if (Interlocked.Exchange(ref _rebuildQueued, 1) == 0)
+        {
+            ThreadPool.UnsafeQueueUserWorkItem(static handler =>
+            {
+                handler.RebuildQuietly();
+                Volatile.Write(ref handler._rebuildQueued, 0);
+            }, this, preferLocal: false);
+        }
+    }
+
+    private void RebuildQuietly()
+    {
+        try
+        {
+            Rebuild();
+        }
+        catch (Exception ex)
+        {
+            DirectLog.TableFailed(_logger, ex);
+        }
+    }
+
+    private DirectRouteTable? Rebuild()
+    {
         lock (_lock)
         {
             if (_endpoints is null)
@@ -199,14 +249,24 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
                 _endpointHandler = _services.GetService<ProxyEndpointHandler>();
                 if (_manager is null || _endpointHandler is null)
                 {
-                    return null; // the forwarding layer is not registered: nothing to take
+                    _noForwarding = true;
+                    return null; // the forwarding layer is not registered: nothing to take, ever
                 }
 
                 _ownForwarder = _services.GetService<IHttpForwarder>() is HttpForwarder;
                 _observer = _services.GetService<IDirectRequestObserver>();
                 _endpoints = _services.GetRequiredService<EndpointDataSource>();
+                // NOTE: a change marks the table stale and starts its rebuild on the pool at once, so the window in which
+                // requests on an event loop go to the pipeline is the rebuild's.
+                Microsoft.Extensions.Primitives.ChangeToken.OnChange(_endpoints.GetChangeToken, static handler =>
+                {
+                    handler._stale = true;
+                    handler.QueueRebuild();
+                }, this);
             }
 
+            // NOTE: cleared before the endpoints are read: a change from here on marks the table stale again.
+            _stale = false;
             var endpoints = _endpoints.Endpoints;
             if (_table is { } current && ReferenceEquals(current.Source, endpoints))
             {

@@ -11,7 +11,7 @@ namespace Proxy.Server.Internal;
 /// </summary>
 internal static class EventLoopScheduling
 {
-    private static readonly WorkScheduler s_eventLoop = new(EventLoop.TryDefer);
+    private static readonly WorkScheduler s_eventLoop = new(EventLoop.TryDefer, static () => EventLoop.IsCurrentThread);
 
     public static WorkScheduler For(SocketTransportOptions sockets) =>
         sockets.Engine == SocketEngine.Epoll && sockets.InlineScheduling ? s_eventLoop : WorkScheduler.ThreadPool;

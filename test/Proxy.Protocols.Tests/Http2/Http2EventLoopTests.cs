@@ -48,7 +48,7 @@ public class Http2EventLoopTests
     {
         using var loop = new TestEventLoop();
         var handler = new SplitHandler(loop);
-        await using var peer = await Http2TestPeer.StartAsync(handler, loop.Scheduler);
+        await using var peer = await Http2TestPeer.StartOnLoopAsync(handler, loop);
         await peer.HandshakeAsync();
 
         await peer.SendRequestHeadersAsync(1, "GET", "/loop");
@@ -110,7 +110,7 @@ public class Http2EventLoopTests
     {
         using var loop = new TestEventLoop();
         var handler = new BodyReadingHandler(loop);
-        await using var peer = await Http2TestPeer.StartAsync(handler, loop.Scheduler);
+        await using var peer = await Http2TestPeer.StartOnLoopAsync(handler, loop);
         await peer.HandshakeAsync();
 
         foreach (var (id, path) in new[] { (1, "/loop"), (3, "/app") })
@@ -133,11 +133,11 @@ public class Http2EventLoopTests
     {
         using var loop = new TestEventLoop();
         var onLoop = new ConcurrentQueue<bool>();
-        await using var peer = await Http2TestPeer.StartAsync(new DelegateRequestHandler(async exchange =>
+        await using var peer = await Http2TestPeer.StartOnLoopAsync(new DelegateRequestHandler(async exchange =>
         {
             onLoop.Enqueue(loop.IsCurrentThread);
             await exchange.ResponseBody.WriteAsync("ok"u8.ToArray());
-        }), loop.Scheduler);
+        }), loop);
         await peer.HandshakeAsync();
 
         await peer.SendRequestHeadersAsync(1, "GET", "/");
@@ -147,12 +147,103 @@ public class Http2EventLoopTests
         Assert.Equal([false], onLoop.ToArray());
     }
 
+    /// <summary>Where each writer flush ran, and how many bytes it carried (the writer's batch metric).</summary>
+    private sealed class FlushRecorder(TestEventLoop loop) : IProtocolMetrics
+    {
+        public ConcurrentQueue<(bool OnLoop, long Bytes)> Flushes { get; } = new();
+        public bool StreamStarted() => false;
+        public void StreamEnded() { }
+        public void StreamReset(bool sent, Proxy.Codecs.Http2.Http2ErrorCode code) { }
+        public void StreamRefused() { }
+        public void GoAway(bool sent, Proxy.Codecs.Http2.Http2ErrorCode code) { }
+        public bool FlowControlStallEnabled => false;
+        public void FlowControlStalled(TimeSpan duration) { }
+        public bool WriterBatchEnabled => true;
+        public void WriterBatch(int frames, long bytes) => Flushes.Enqueue((loop.IsCurrentThread, bytes));
+    }
+
+    private sealed class FileHandler(string path) : IEventLoopRequestHandler
+    {
+        public Task? TryHandleOnEventLoop(HttpExchange exchange) => SendAsync(exchange);
+
+        private async Task SendAsync(HttpExchange exchange)
+        {
+            using var file = File.OpenHandle(path);
+            await exchange.SendFileAsync(file, 0, new FileInfo(path).Length);
+        }
+
+        public IHttpRequestHandler Declined { get; } = new DelegateRequestHandler(_ => Task.CompletedTask);
+
+        public Task HandleAsync(HttpExchange exchange) => Task.CompletedTask;
+    }
+
+    [Fact]
+    public async Task FileOutput_OfAStreamTakenOnTheLoop_IsReadOffTheLoop_AndArrivesWhole()
+    {
+        var path = Path.GetTempFileName();
+        try
+        {
+            var content = new byte[200_003];
+            new Random(5).NextBytes(content);
+            await File.WriteAllBytesAsync(path, content);
+            using var loop = new TestEventLoop();
+            var flushes = new FlushRecorder(loop);
+            await using var peer = await Http2TestPeer.StartOnLoopAsync(new FileHandler(path), loop, metrics: flushes);
+            // Small windows: the file goes out a window at a time, each resumed by a WINDOW_UPDATE the read loop (on the
+            // loop) hands to the writer, so most file frames follow a wake on the loop.
+            await peer.HandshakeAsync(new Proxy.Codecs.Http2.Http2Setting(Proxy.Codecs.Http2.Http2SettingsParameter.InitialWindowSize, 20_000));
+            await peer.SendRequestHeadersAsync(1);
+
+            var response = await peer.ReadResponseAsync(1);
+
+            Assert.Equal(content, response.Body);
+            // Only the HEADERS and control frames may leave from the loop; every flush that carried file frames ran off it.
+            Assert.Contains(flushes.Flushes, f => f.Bytes > 16_000);
+            Assert.DoesNotContain(flushes.Flushes, f => f.OnLoop && f.Bytes > 16_000);
+        }
+        finally
+        {
+            File.Delete(path);
+        }
+    }
+
+    [Fact]
+    public async Task ReadLoopOffTheLoop_StreamsGoToThePool_ThroughHandleAsync()
+    {
+        // The connection has an event-loop scheduler, but its read loop runs on the thread pool (as on the runtime's
+        // socket engine): nothing can be deferred there, so each stream gets the whole handler on the pool.
+        using var loop = new TestEventLoop();
+        var handler = new SplitHandler(loop);
+        await using var peer = await Http2TestPeer.StartAsync(handler, loop.Scheduler);
+        await peer.HandshakeAsync();
+
+        await peer.SendRequestHeadersAsync(1, "GET", "/loop");
+        var response = await peer.ReadResponseAsync(1);
+
+        Assert.Equal("200", response.Headers[":status"]);
+        Assert.Equal(["handle /loop"], handler.Calls.ToArray());
+    }
+
+    [Fact]
+    public async Task ThreadPoolScheduler_NeverOffersOnTheLoop()
+    {
+        using var loop = new TestEventLoop();
+        var handler = new SplitHandler(loop);
+        await using var peer = await Http2TestPeer.StartAsync(handler, WorkScheduler.ThreadPool);
+        await peer.HandshakeAsync();
+
+        await peer.SendRequestHeadersAsync(1, "GET", "/loop");
+        await peer.ReadResponseAsync(1);
+
+        Assert.Equal(["handle /loop"], handler.Calls.ToArray());
+    }
+
     [Fact]
     public async Task TakenStream_WhoseOfferThrows_Answers500_AndTheConnectionCarriesOn()
     {
         using var loop = new TestEventLoop();
         var handler = new ThrowingOffer();
-        await using var peer = await Http2TestPeer.StartAsync(handler, loop.Scheduler);
+        await using var peer = await Http2TestPeer.StartOnLoopAsync(handler, loop);
         await peer.HandshakeAsync();
 
         await peer.SendRequestHeadersAsync(1, "GET", "/throw");

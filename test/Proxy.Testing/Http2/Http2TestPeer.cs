@@ -58,7 +58,22 @@ public sealed class Http2TestPeer : IAsyncDisposable
     public static Task<Http2TestPeer> StartAsync(IHttpRequestHandler handler, Http2Options? options = null, TimeProvider? time = null)
         => StartAsync(handler, WorkScheduler.ThreadPool, options, time);
 
-    /// <summary>A server connection whose writer wakes and event-loop streams go through <paramref name="scheduler"/>.</summary>
+    /// <summary>
+    /// A server connection whose read loop runs on <paramref name="loop"/> (the transport's reader resumes there, as on
+    /// our epoll engine), with the loop's scheduler for its writer wakes and event-loop streams.
+    /// </summary>
+    public static async Task<Http2TestPeer> StartOnLoopAsync(IHttpRequestHandler handler, TestEventLoop loop, Http2Options? options = null,
+        IProtocolMetrics? metrics = null)
+    {
+        var (server, client) = InMemoryDuplexPipe.CreatePair(
+            new PipeOptions(readerScheduler: loop.PipeScheduler, useSynchronizationContext: false), PipeOptions.Default);
+        var meta = new ConnectionMetadata { ConnectionId = "test-" + Guid.NewGuid().ToString("N")[..8], Scheduler = loop.Scheduler, Metrics = metrics };
+        var connection = new Http2Connection(server, options ?? new Http2Options(), handler, meta, TimeProvider.System);
+        var process = await loop.RunAsync(() => connection.ProcessAsync(CancellationToken.None));
+        return new Http2TestPeer(client, connection, process);
+    }
+
+    /// <summary>A server connection whose read loop runs on the thread pool, with <paramref name="scheduler"/> as its scheduler.</summary>
     public static Task<Http2TestPeer> StartAsync(IHttpRequestHandler handler, WorkScheduler scheduler, Http2Options? options = null, TimeProvider? time = null)
     {
         var (server, client) = InMemoryDuplexPipe.CreatePair();

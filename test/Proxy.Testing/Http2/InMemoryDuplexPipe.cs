@@ -16,9 +16,13 @@ public sealed class InMemoryDuplexPipe : IDuplexPipe
 
     /// <summary>Creates a connected pair; bytes written to one end's Output come out of the other end's Input.</summary>
     public static (InMemoryDuplexPipe Server, InMemoryDuplexPipe Client) CreatePair(PipeOptions? options = null)
+        => CreatePair(options ?? PipeOptions.Default, options ?? PipeOptions.Default);
+
+    /// <summary>A connected pair whose two directions have their own options (a reader scheduler per side).</summary>
+    public static (InMemoryDuplexPipe Server, InMemoryDuplexPipe Client) CreatePair(PipeOptions clientToServerOptions, PipeOptions serverToClientOptions)
     {
-        var clientToServer = new Pipe(options ?? PipeOptions.Default);
-        var serverToClient = new Pipe(options ?? PipeOptions.Default);
+        var clientToServer = new Pipe(clientToServerOptions);
+        var serverToClient = new Pipe(serverToClientOptions);
         return (new InMemoryDuplexPipe(clientToServer.Reader, serverToClient.Writer),
                 new InMemoryDuplexPipe(serverToClient.Reader, clientToServer.Writer));
     }

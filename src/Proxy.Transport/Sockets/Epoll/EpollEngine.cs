@@ -178,6 +178,7 @@ internal sealed unsafe class EpollEngine
                     socket.OnEvents(*(uint*)ev);
                 }
             }
+            deferred.RestoreContext();
             deferred.RunAll();
         }
     }
@@ -216,6 +217,10 @@ internal sealed unsafe class EpollEngine
             return true;
         }
 
+        // The thread's own execution context: restored after an item that left another one on the thread (an AsyncLocal
+        // such as Activity.Current set synchronously), as the thread pool does between its work items.
+        private readonly ExecutionContext? _default = ExecutionContext.Capture();
+
         public void RunAll()
         {
             // NOTE: _count grows while this runs (items defer items); each runs once, in the order deferred.
@@ -232,11 +237,21 @@ internal sealed unsafe class EpollEngine
                     // The thread pool ends the process on an exception a work item leaves unhandled; so does this thread.
                     Environment.FailFast("A work item deferred on an epoll thread failed: " + ex.Message, ex);
                 }
+                RestoreContext();
             }
             _count = 0;
-            if (_items.Length > 256)
+            if (_items.Length > 1024)
             {
-                _items = new (Action<object?>, object?)[64]; // a burst's array is not kept
+                _items = new (Action<object?>, object?)[64]; // a rare burst's array is not kept
+            }
+        }
+
+        /// <summary>Puts the thread's own execution context back if the last callback (or socket continuation) left another.</summary>
+        public void RestoreContext()
+        {
+            if (_default is { } context && !ReferenceEquals(ExecutionContext.Capture(), context))
+            {
+                ExecutionContext.Restore(context);
             }
         }
     }

@@ -1,3 +1,4 @@
+using System.IO.Pipelines;
 using Microsoft.Extensions.Time.Testing;
 using System.Buffers;
 using System.Text;
@@ -18,11 +19,21 @@ public sealed class Http2ClientConnectionProtocolTests
 {
     private sealed class Harness : IAsyncDisposable
     {
-        public Harness(Http2ClientOptions? options = null, TimeProvider? time = null, WorkScheduler? scheduler = null)
+        public Harness(Http2ClientOptions? options = null, TimeProvider? time = null)
         {
             var (server, client) = InMemoryDuplexPipe.CreatePair();
-            Connection = new Http2ClientConnection(client, options, time, scheduler);
+            Connection = new Http2ClientConnection(client, options, time);
             Run = Task.Run(() => Connection.RunAsync());
+            Backend = Http2TestPeer.Over(server);
+        }
+
+        /// <summary>A connection whose read loop runs on <paramref name="loop"/> (as on our epoll engine), with its scheduler.</summary>
+        public Harness(TestEventLoop loop)
+        {
+            var (server, client) = InMemoryDuplexPipe.CreatePair(
+                PipeOptions.Default, new PipeOptions(readerScheduler: loop.PipeScheduler, useSynchronizationContext: false));
+            Connection = new Http2ClientConnection(client, scheduler: loop.Scheduler);
+            Run = loop.RunAsync(() => Connection.RunAsync()).Unwrap();
             Backend = Http2TestPeer.Over(server);
         }
 
@@ -74,7 +85,7 @@ public sealed class Http2ClientConnectionProtocolTests
     public async Task ResponseHead_ContinuesOnTheEventLoop_OnlyWhenTheRequestAsks(bool continueOnEventLoop)
     {
         using var loop = new TestEventLoop();
-        await using var h = new Harness(scheduler: loop.Scheduler);
+        await using var h = new Harness(loop);
         await h.AcceptAsync();
         var exchange = h.Connection.TryOpen(new BackendRequest { Authority = "backend", PathAndQuery = "/", ContinueOnEventLoop = continueOnEventLoop })!;
         await h.Backend.ExpectHeadersAsync(1);
@@ -97,7 +108,7 @@ public sealed class Http2ClientConnectionProtocolTests
     public async Task ResponseHead_OnTheEventLoop_AFailureStillReachesTheWaiter()
     {
         using var loop = new TestEventLoop();
-        await using var h = new Harness(scheduler: loop.Scheduler);
+        await using var h = new Harness(loop);
         await h.AcceptAsync();
         var exchange = h.Connection.TryOpen(new BackendRequest { Authority = "backend", PathAndQuery = "/", ContinueOnEventLoop = true })!;
         await h.Backend.ExpectHeadersAsync(1);
