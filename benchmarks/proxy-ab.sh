@@ -11,8 +11,8 @@
 #                          [--rounds 3] [--duration 6] [--warmup 2] [--prime 20] [--no-build] SCENARIO...
 #
 # SCENARIO: get-1k-h1 (h2load --h1 64x1), get-1k-h2c / get-1k-h2 / post-1k-h2c (h2load 16x16), grpc-1x70-h2c /
-# grpc-1x70-h2 / grpc-4x70-h2 (Proxy.Load, Grpc.Net.Client unary). No server-streaming scenario: the shared Kestrel
-# backend stalls at 200% CPU after two or three streaming runs through two proxies (benchmarks/README, session 18). Both proxies run the main build unless --a-dll/--b-dll name
+# grpc-1x70-h2 / grpc-4x70-h2 (Proxy.Load, Grpc.Net.Client unary). No server-streaming scenario: after one, the shared
+# Kestrel backend can spin at 200% CPU for many seconds, whatever proxy is in front (benchmarks/README, session 18). Both proxies run the main build unless --a-dll/--b-dll name
 # another Proxy.Host.dll (e.g. a `git worktree` build of an older commit). Ports: 19001/19002 (backend), A
 # 18080/18081/18083, B 18090/18091/18093, admin 9901/9902.
 # Example (what the inline-completions row of the README came from):
