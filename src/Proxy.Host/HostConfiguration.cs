@@ -203,8 +203,15 @@ internal static class HostConfiguration
         // ahead of the configuration binding that WebApplication.CreateBuilder registered, so any configured value wins.
         // The formatter is named even by default: with no name, the console logger rebuilds the simple formatter's options
         // from its own obsolete properties and drops these defaults.
+        // NOTE: a full queue drops messages rather than blocking the caller (the runtime's default waits): the direct path
+        // and HTTP/1.1 requests log from the epoll threads, where a console nobody reads would stall every connection of
+        // the thread. Logging:Console:QueueFullMode=Wait in the configuration restores the wait.
         builder.Services.Insert(0, ServiceDescriptor.Singleton<IConfigureOptions<ConsoleLoggerOptions>>(
-            new ConfigureOptions<ConsoleLoggerOptions>(o => o.FormatterName = ConsoleFormatterNames.Simple)));
+            new ConfigureOptions<ConsoleLoggerOptions>(o =>
+            {
+                o.FormatterName = ConsoleFormatterNames.Simple;
+                o.QueueFullMode = ConsoleLoggerQueueFullMode.DropWrite;
+            })));
         builder.Services.Insert(0, ServiceDescriptor.Singleton<IConfigureOptions<SimpleConsoleFormatterOptions>>(
             new ConfigureOptions<SimpleConsoleFormatterOptions>(o =>
             {
