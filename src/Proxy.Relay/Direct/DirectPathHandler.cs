@@ -265,9 +265,20 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
                 }, this);
             }
 
-            // NOTE: cleared before the endpoints are read: a change from here on marks the table stale again.
+            // NOTE: cleared before the endpoints are read: a change from here on marks the table stale again. Reading them
+            // can throw (a data source that fails to build): the table then stays stale, and the pipeline takes requests.
             _stale = false;
-            var endpoints = _endpoints.Endpoints;
+            IReadOnlyList<Microsoft.AspNetCore.Http.Endpoint> endpoints;
+            try
+            {
+                endpoints = _endpoints.Endpoints;
+            }
+            catch
+            {
+                _stale = true;
+                throw;
+            }
+
             if (_table is { } current && ReferenceEquals(current.Source, endpoints))
             {
                 return current;
