@@ -11,8 +11,8 @@
 #                          [--rounds 3] [--duration 6] [--warmup 2] [--prime 20] [--no-build] SCENARIO...
 #
 # SCENARIO: get-1k-h1 (h2load --h1 64x1), get-1k-h2c / get-1k-h2 / post-1k-h2c (h2load 16x16), grpc-1x70-h2c /
-# grpc-1x70-h2 / grpc-4x70-h2 (Proxy.Load, Grpc.Net.Client unary). No server-streaming scenario: after one, the shared
-# Kestrel backend can spin at 200% CPU for many seconds, whatever proxy is in front (benchmarks/README, session 18). Both proxies run the main build unless --a-dll/--b-dll name
+# grpc-1x70-h2 / grpc-4x70-h2 (Proxy.Load, Grpc.Net.Client unary), grpc-stream-1x70-h2c (server streaming, 1 KB
+# messages: a request is a message). Both proxies run the main build unless --a-dll/--b-dll name
 # another Proxy.Host.dll (e.g. a `git worktree` build of an older commit). Ports: 19001/19002 (backend), A
 # 18080/18081/18083, B 18090/18091/18093, admin 9901/9902.
 # Example (what the inline-completions row of the README came from):
@@ -99,11 +99,12 @@ run() { # side scenario duration -> "rps us/req [perf counts]"
     post-1k-h2c) head -c 1024 /dev/zero | tr '\0' p >"$WORK/post1k"
       h2load -c16 -m16 -D "$d" --warm-up-time="$WARMUP" -d "$WORK/post1k" -H 'content-type: application/octet-stream' \
         "http://127.0.0.1:$((base + 1))/echo" >"$out" 2>&1 & ;;
-    grpc-1x70-h2c|grpc-1x70-h2|grpc-4x70-h2)
-      local c=1 url="http://127.0.0.1:$((base + 1))"
+    grpc-1x70-h2c|grpc-1x70-h2|grpc-4x70-h2|grpc-stream-1x70-h2c)
+      local c=1 url="http://127.0.0.1:$((base + 1))" kind=grpcnet-unary extra=()
       [[ $s == grpc-4x70-h2 ]] && { c=4; url="https://127.0.0.1:$((base + 3))"; }
       [[ $s == grpc-1x70-h2 ]] && url="https://127.0.0.1:$((base + 3))"
-      dotnet "$LOAD_DLL" run --scenario grpcnet-unary --url "$url" --connections $c --streams 70 --warmup "$WARMUP" \
+      [[ $s == grpc-stream-1x70-h2c ]] && { kind=grpcnet-serverstreaming; extra=(--payload 1024); }
+      dotnet "$LOAD_DLL" run --scenario "$kind" --url "$url" --connections $c --streams 70 "${extra[@]}" --warmup "$WARMUP" \
         --duration "$d" --json "$WORK/load-$side.jsonl" --no-header --no-progress >"$out" 2>&1 & ;;
     *) echo "unknown scenario $s" >&2; exit 2 ;;
   esac
