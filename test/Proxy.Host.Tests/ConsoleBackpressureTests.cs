@@ -1,6 +1,5 @@
 using System.Diagnostics;
-using System.Net;
-using System.Net.Sockets;
+using System.Text.RegularExpressions;
 
 namespace Proxy.Host.Tests;
 
@@ -16,22 +15,20 @@ public class ConsoleBackpressureTests
     public async Task StdoutNeverRead_AccessLogOnEveryRequest_RequestsCarryOn(bool http2)
     {
         using var folder = new TempFolder();
-        var port = FreePort();
         var dotnet = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH") is { Length: > 0 } host && File.Exists(host) ? host : "dotnet";
-        // Output redirected and never read: the pipe fills after a few hundred access-log lines, the logger's queue
-        // (2,500 messages) after a few thousand more.
         var start = new ProcessStartInfo(dotnet) { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
         foreach (var argument in (string[])[Path.Combine(AppContext.BaseDirectory, "Proxy.Host.dll"), .. HostRunner.PortZeroArguments(folder),
-            $"--urls=http://127.0.0.1:{port}", "--AccessLog:Enabled=true", "--DirectPath:Enabled=true"])
+            "--urls=http://127.0.0.1:0", "--Logging:LogLevel:Proxy.Host=Information", "--AccessLog:Enabled=true", "--DirectPath:Enabled=true"])
         {
             start.ArgumentList.Add(argument);
         }
         using var process = Process.Start(start)!;
         try
         {
-            await WaitUntilListeningAsync(port, process);
+            // The output is read up to the "listening" line (for the port) and never after: the pipe fills after a few
+            // hundred access-log lines, the logger's queue (2,500 messages) after a few thousand more.
+            var url = await ListeningUrlAsync(process);
             using var client = http2 ? HostRunner.Http2Client() : new HttpClient { Timeout = TimeSpan.FromSeconds(30) };
-            var url = new Uri($"http://127.0.0.1:{port}/");
             var failures = 0;
             await Parallel.ForEachAsync(Enumerable.Range(0, 8), async (_, _) =>
             {
@@ -55,30 +52,17 @@ public class ConsoleBackpressureTests
         }
     }
 
-    private static int FreePort()
-    {
-        using var socket = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
-        socket.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return ((IPEndPoint)socket.LocalEndPoint!).Port;
-    }
-
-    // Polls the port until the proxy accepts (its output cannot be read for the "listening" line here).
-    private static async Task WaitUntilListeningAsync(int port, Process process)
+    /// <summary>Reads the proxy's output line by line until it says where it listens; the rest stays unread.</summary>
+    private static async Task<Uri> ListeningUrlAsync(Process process)
     {
         using var guard = new CancellationTokenSource(TimeSpan.FromSeconds(60));
-        while (true)
+        while (await process.StandardOutput.ReadLineAsync(guard.Token) is { } line)
         {
-            Assert.False(process.HasExited, "the proxy exited before it listened");
-            using var probe = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
-            try
+            if (line.Contains("Proxy listening on ", StringComparison.Ordinal))
             {
-                await probe.ConnectAsync(new IPEndPoint(IPAddress.Loopback, port), guard.Token);
-                return;
-            }
-            catch (SocketException)
-            {
-                await Task.Delay(100, guard.Token);
+                return new Uri(Regex.Match(line, @"http://127\.0\.0\.1:\d+/").Value);
             }
         }
+        throw new Xunit.Sdk.XunitException("The proxy exited before it listened.");
     }
 }
