@@ -15,7 +15,6 @@ public sealed class TestEventLoop : IDisposable
 {
     private readonly BlockingCollection<(Action<object?> Callback, object? State)> _work = new();
     private readonly Thread _thread;
-    private int _ran;
 
     public TestEventLoop()
     {
@@ -33,9 +32,6 @@ public sealed class TestEventLoop : IDisposable
 
     /// <summary>True on the loop's thread.</summary>
     public bool IsCurrentThread => Thread.CurrentThread == _thread;
-
-    /// <summary>How many items ran so far.</summary>
-    public int Ran => Volatile.Read(ref _ran);
 
     /// <summary>Type names of the work items (the states of the callbacks) that ran, in order.</summary>
     public ConcurrentQueue<string> RanStates { get; } = new();
@@ -80,7 +76,6 @@ public sealed class TestEventLoop : IDisposable
         {
             RanStates.Enqueue(state?.GetType().Name ?? "null");
             callback(state);
-            Interlocked.Increment(ref _ran);
         }
     }
 
