@@ -1,3 +1,5 @@
+using System.Runtime.CompilerServices;
+using System.Threading.Tasks.Sources;
 using Proxy.Forwarding.Forwarder;
 using Proxy.Protocols.Client;
 
@@ -10,7 +12,7 @@ namespace Proxy.Relay;
 /// when its whole body is still at hand.
 /// </summary>
 // Owned by one forwarded request (the forwarder's request pump writes RequestBody, its response flow the rest).
-internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request) : ForwarderBackendCall
+internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request) : ForwarderBackendCall, IValueTaskSource
 {
     // NOTE: kept only until the response head arrives (a refused request is sent again from it), then let go: an SSE
     // stream lives for hours, and the request with its field list is a few hundred bytes.
@@ -22,6 +24,13 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
     private BackendExchange _exchange = null!;
     private bool _reusedHttp1;
     private int _retries;
+    // The response head the forwarder waits for: this call is its one-shot source. The exchange's head completes into
+    // OnHeadCompleted, which completes this one inline (the forwarder continues where the exchange's head completed, as
+    // an await would); only a refused request goes through an async retry. An async method here was a state-machine box
+    // and one more continuation per request.
+    private ManualResetValueTaskSourceCore<bool> _head;
+    private ConfiguredValueTaskAwaitable.ConfiguredValueTaskAwaiter _headWait;
+    private CancellationToken _headToken;
 
     public async ValueTask OpenAsync(CancellationToken cancellationToken)
     {
@@ -40,29 +49,107 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
 
     public override PipeWriter RequestBody => _requestBody ?? _exchange.RequestBody;
 
-    public override async ValueTask ReadResponseHeadAsync(CancellationToken cancellationToken)
+    public override ValueTask ReadResponseHeadAsync(CancellationToken cancellationToken)
     {
-        while (true)
+        var head = _exchange.ReadResponseHeadAsync(cancellationToken);
+        if (head.IsCompleted)
         {
             try
             {
+                head.GetAwaiter().GetResult();
+            }
+            catch (BackendException ex) when (CanRetry(ex))
+            {
+                return ReadAfterRetriesAsync(cancellationToken);
+            }
+            catch (Exception ex)
+            {
+                return ValueTask.FromException(ex);
+            }
+            OnHeadArrived();
+            return default;
+        }
+
+        _headToken = cancellationToken;
+        _headWait = head.ConfigureAwait(false).GetAwaiter();
+        _headWait.UnsafeOnCompleted(OnHeadCompleted);
+        return new ValueTask(this, _head.Version);
+    }
+
+    private void OnHeadCompleted()
+    {
+        var wait = _headWait;
+        _headWait = default;
+        try
+        {
+            wait.GetResult();
+        }
+        catch (BackendException ex) when (CanRetry(ex))
+        {
+            _ = CompleteAfterRetriesAsync();
+            return;
+        }
+        catch (Exception ex)
+        {
+            _head.SetException(ex);
+            return;
+        }
+        OnHeadArrived();
+        _head.SetResult(true);
+    }
+
+    private async Task CompleteAfterRetriesAsync()
+    {
+        try
+        {
+            await ReadAfterRetriesAsync(_headToken).ConfigureAwait(false);
+        }
+        catch (Exception ex)
+        {
+            _head.SetException(ex);
+            return;
+        }
+        _head.SetResult(true);
+    }
+
+    private bool CanRetry(BackendException error) => IsRetryable(error) && _retries < MaxRetries && _requestBody?.CanReplay != false;
+
+    /// <summary>The request was refused unprocessed: sent again on another exchange, until a head arrives or retrying ends.</summary>
+    private async ValueTask ReadAfterRetriesAsync(CancellationToken cancellationToken)
+    {
+        while (true)
+        {
+            _retries++;
+            await _exchange.DisposeAsync().ConfigureAwait(false);
+            (_exchange, _reusedHttp1) = await pool.OpenAsync(_request!, cancellationToken).ConfigureAwait(false);
+            if (_requestBody is not null)
+            {
+                await _requestBody.ReplayIntoAsync(_exchange.RequestBody, cancellationToken).ConfigureAwait(false);
+            }
+            try
+            {
                 await _exchange.ReadResponseHeadAsync(cancellationToken).ConfigureAwait(false);
-                _requestBody?.StopRecording();
-                _request = null;
+                OnHeadArrived();
                 return;
             }
-            catch (BackendException ex) when (IsRetryable(ex) && _retries < MaxRetries && _requestBody?.CanReplay != false)
+            catch (BackendException ex) when (CanRetry(ex))
             {
-                _retries++;
-                await _exchange.DisposeAsync().ConfigureAwait(false);
-                (_exchange, _reusedHttp1) = await pool.OpenAsync(_request!, cancellationToken).ConfigureAwait(false);
-                if (_requestBody is not null)
-                {
-                    await _requestBody.ReplayIntoAsync(_exchange.RequestBody, cancellationToken).ConfigureAwait(false);
-                }
             }
         }
     }
+
+    private void OnHeadArrived()
+    {
+        _requestBody?.StopRecording();
+        _request = null;
+    }
+
+    void IValueTaskSource.GetResult(short token) => _head.GetResult(token);
+
+    ValueTaskSourceStatus IValueTaskSource.GetStatus(short token) => _head.GetStatus(token);
+
+    void IValueTaskSource.OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags) =>
+        _head.OnCompleted(continuation, state, token, flags);
 
     public override int StatusCode => _exchange.StatusCode;
 

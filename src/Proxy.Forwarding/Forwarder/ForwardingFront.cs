@@ -100,6 +100,20 @@ internal interface IForwardingFront
 
     /// <summary>Breaks the client's stream (RST_STREAM with <paramref name="http2Code"/>, or the HTTP/1.1 connection); returns what it did, for the log.</summary>
     string Reset(int http2Code);
+
+    /// <summary>
+    /// True when the front ends its own response once forwarding is over (the direct path: no server code runs after the
+    /// endpoint handler), in <see cref="EndAsync"/>; false on the pipeline, where the server completes the response after
+    /// the endpoint and an exception goes to the app's middleware.
+    /// </summary>
+    bool EndsResponse { get; }
+
+    /// <summary>
+    /// Forwarding is over (<see cref="EndsResponse"/> only): completes the response, or, after <paramref name="failure"/>,
+    /// answers it as our server answers an app that threw (400 or 500, empty) or breaks the stream when the head went out.
+    /// Never throws.
+    /// </summary>
+    ValueTask EndAsync(Exception? failure);
 }
 
 /// <summary>The ASP.NET Core front: an HttpContext on any server (Kestrel, ours).</summary>
@@ -219,4 +233,8 @@ internal readonly struct HttpContextFront(HttpContext context) : IForwardingFron
         Context.Abort();
         return "connection abort";
     }
+
+    public bool EndsResponse => false;
+
+    public ValueTask EndAsync(Exception? failure) => ValueTask.CompletedTask;
 }

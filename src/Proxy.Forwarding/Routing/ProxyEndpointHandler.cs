@@ -39,122 +39,138 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
     internal async Task ForwardAsync<TFront>(TFront front, ReverseProxyFeature feature, RouteState route, ClusterState? cluster)
         where TFront : IForwardingFront
     {
-        var clusterId = feature.ClusterId;
-        if (route.Config.MaxRequestBodySize is { } bodyLimit && !front.ApplyBodyLimit(bodyLimit))
+        Exception? failure = null;
+        try
         {
-            await RefuseAsync(front, feature, ForwarderError.RequestBodyClient,
-                $"The request body is larger than route '{route.RouteId}' accepts ({bodyLimit.ToString(CultureInfo.InvariantCulture)} bytes).", StatusCodes.Status413PayloadTooLarge);
-            return;
-        }
-
-        if (cluster is null)
-        {
-            await RefuseAsync(front, feature, ForwarderError.NoAvailableDestinations, $"Cluster '{clusterId}' no longer exists.");
-            return;
-        }
-
-        var available = cluster.AvailableDestinations();
-        // Session affinity first: a request whose key names an available destination goes there, load balancing aside.
-        // NOTE: the direct path takes no request of a cluster with affinity (it has no HttpContext to read the key from).
-        var context = front.HttpContext;
-        var (affinity, destination) = context is not null && cluster.Affinity is { } sessionAffinity
-            ? sessionAffinity.Find(context, available)
-            : (AffinityOutcome.NoKey, null);
-        if (affinity == AffinityOutcome.Failed)
-        {
-            Log.AffinityFailed(logger, clusterId, cluster.Affinity!.Return503OnFailure ? SessionAffinityFailurePolicies.Return503Error : SessionAffinityFailurePolicies.Redistribute);
-            if (cluster.Affinity.Return503OnFailure)
+            var clusterId = feature.ClusterId;
+            if (route.Config.MaxRequestBodySize is { } bodyLimit && !front.ApplyBodyLimit(bodyLimit))
             {
-                await RefuseAsync(front, feature, ForwarderError.NoAvailableDestinations,
-                    $"The session affinity key names no available destination of cluster '{clusterId}' (FailurePolicy {SessionAffinityFailurePolicies.Return503Error}).");
+                await RefuseAsync(front, feature, ForwarderError.RequestBodyClient,
+                    $"The request body is larger than route '{route.RouteId}' accepts ({bodyLimit.ToString(CultureInfo.InvariantCulture)} bytes).", StatusCodes.Status413PayloadTooLarge);
                 return;
             }
-        }
 
-        // NOTE: context is null only on the direct path, which takes only clusters with a built-in policy (none reads it).
-        destination ??= available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(context!, cluster, available);
-        if (destination is not null && affinity != AffinityOutcome.Found && context is not null)
-        {
-            cluster.Affinity?.Affinitize(context, destination);
-        }
+            if (cluster is null)
+            {
+                await RefuseAsync(front, feature, ForwarderError.NoAvailableDestinations, $"Cluster '{clusterId}' no longer exists.");
+                return;
+            }
 
-        if (destination is null)
-        {
-            var reason = cluster.Destinations.Count == 0 || available.Count != 0
-                ? $"Cluster '{clusterId}' has no available destination."
-                : $"Cluster '{clusterId}' has no available destination: all {cluster.Destinations.Count} are unhealthy (AvailableDestinationsPolicy {(cluster.PanicWhenNoneAvailable ? AvailableDestinationsPolicies.HealthyOrPanic : AvailableDestinationsPolicies.HealthyAndUnknown)}).";
-            await RefuseAsync(front, feature, ForwarderError.NoAvailableDestinations, reason);
-            return;
-        }
-
-        feature.DestinationId = destination.DestinationId;
-        feature.DestinationHost = destination.Config.Host;
-        var destinationMetrics = destination.Metrics ??= metrics.ForDestination(clusterId, destination.DestinationId);
-        var gate = destination.Gate;
-        AdmissionResult admission;
-        try
-        {
-            admission = await gate.AcquireAsync(destinationMetrics, front.RequestAborted);
-        }
-        catch (OperationCanceledException) when (front.RequestAborted.IsCancellationRequested)
-        {
-            return; // The client left while queued; there is nobody to answer.
-        }
-
-        if (admission != AdmissionResult.Admitted)
-        {
-            var reason = admission == AdmissionResult.QueueFull
-                ? $"Destination '{destination.DestinationId}' of cluster '{clusterId}' is at capacity and its queue is full."
-                : $"Destination '{destination.DestinationId}' of cluster '{clusterId}' had no free slot within {gate.QueueTimeout.TotalMilliseconds.ToString(CultureInfo.InvariantCulture)} ms.";
-            await RefuseAsync(front, feature, admission == AdmissionResult.QueueFull ? ForwarderError.QueueFull : ForwarderError.QueueTimeout, reason);
-            return;
-        }
-
-        destination.RequestStarted();
-        destinationMetrics.RequestStarted();
-        try
-        {
-            // The cluster's own config when the route changes nothing (no copy per request).
-            var config = route.Config.ActivityTimeout is null && route.Config.Timeout == cluster.RequestConfig.Timeout
-                ? cluster.RequestConfig
-                : cluster.RequestConfig with
+            var available = cluster.AvailableDestinations();
+            // Session affinity first: a request whose key names an available destination goes there, load balancing aside.
+            // NOTE: the direct path takes no request of a cluster with affinity (it has no HttpContext to read the key from).
+            var context = front.HttpContext;
+            var (affinity, destination) = context is not null && cluster.Affinity is { } sessionAffinity
+                ? sessionAffinity.Find(context, available)
+                : (AffinityOutcome.NoKey, null);
+            if (affinity == AffinityOutcome.Failed)
+            {
+                Log.AffinityFailed(logger, clusterId, cluster.Affinity!.Return503OnFailure ? SessionAffinityFailurePolicies.Return503Error : SessionAffinityFailurePolicies.Redistribute);
+                if (cluster.Affinity.Return503OnFailure)
                 {
-                    ActivityTimeout = route.Config.ActivityTimeout ?? cluster.RequestConfig.ActivityTimeout,
-                    Timeout = route.Config.Timeout,
-                };
-            // The native transport (our own client connections) when the cluster has one; a replaced IHttpForwarder keeps its own path.
-            ForwarderError error;
-            if (context is null)
-            {
-                // The direct path: only clusters on the native transport and our own forwarder come here.
-                error = await ((HttpForwarder)forwarder).SendDirectAsync(front, destination.Config.Address, config, route.Transformer, cluster.NativeTransport!);
-            }
-            else
-            {
-                error = forwarder is HttpForwarder ours
-                    ? await ours.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer, cluster.NativeTransport)
-                    : await forwarder.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer);
+                    await RefuseAsync(front, feature, ForwarderError.NoAvailableDestinations,
+                        $"The session affinity key names no available destination of cluster '{clusterId}' (FailurePolicy {SessionAffinityFailurePolicies.Return503Error}).");
+                    return;
+                }
             }
 
-            // Passive health: a destination whose transport keeps failing is sat out for the
-            // reactivation period instead of failing a share of all requests.
-            // A gRPC call whose own grpc-timeout expired says nothing about the destination (tiny client deadlines would
-            // otherwise sit healthy destinations out).
-            passiveHealth.RequestCompleted(cluster, destination, error, front.ClientDeadlineExpired);
-            // The request timeouts middleware (a route's TimeoutPolicy or Timeout under UseRequestTimeouts) answers with its
-            // policy's status and body only when the endpoint throws; the forwarder's plain 504 stands for gRPC, whose
-            // clients need the status in trailers.
-            if (error == ForwarderError.RequestTimedOut && !front.HasStarted && !GrpcProtocol.IsGrpc(front.RequestContentType)
-                && front.RequestTimeout is { IsCancellationRequested: true } timedOut)
+            // NOTE: context is null only on the direct path, which takes only clusters with a built-in policy (none reads it).
+            destination ??= available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(context!, cluster, available);
+            if (destination is not null && affinity != AffinityOutcome.Found && context is not null)
             {
-                throw new OperationCanceledException("The route's request timeout expired.", timedOut);
+                cluster.Affinity?.Affinitize(context, destination);
             }
+
+            if (destination is null)
+            {
+                var reason = cluster.Destinations.Count == 0 || available.Count != 0
+                    ? $"Cluster '{clusterId}' has no available destination."
+                    : $"Cluster '{clusterId}' has no available destination: all {cluster.Destinations.Count} are unhealthy (AvailableDestinationsPolicy {(cluster.PanicWhenNoneAvailable ? AvailableDestinationsPolicies.HealthyOrPanic : AvailableDestinationsPolicies.HealthyAndUnknown)}).";
+                await RefuseAsync(front, feature, ForwarderError.NoAvailableDestinations, reason);
+                return;
+            }
+
+            feature.DestinationId = destination.DestinationId;
+            feature.DestinationHost = destination.Config.Host;
+            var destinationMetrics = destination.Metrics ??= metrics.ForDestination(clusterId, destination.DestinationId);
+            var gate = destination.Gate;
+            AdmissionResult admission;
+            try
+            {
+                admission = await gate.AcquireAsync(destinationMetrics, front.RequestAborted);
+            }
+            catch (OperationCanceledException) when (front.RequestAborted.IsCancellationRequested)
+            {
+                return; // The client left while queued; there is nobody to answer.
+            }
+
+            if (admission != AdmissionResult.Admitted)
+            {
+                var reason = admission == AdmissionResult.QueueFull
+                    ? $"Destination '{destination.DestinationId}' of cluster '{clusterId}' is at capacity and its queue is full."
+                    : $"Destination '{destination.DestinationId}' of cluster '{clusterId}' had no free slot within {gate.QueueTimeout.TotalMilliseconds.ToString(CultureInfo.InvariantCulture)} ms.";
+                await RefuseAsync(front, feature, admission == AdmissionResult.QueueFull ? ForwarderError.QueueFull : ForwarderError.QueueTimeout, reason);
+                return;
+            }
+
+            destination.RequestStarted();
+            destinationMetrics.RequestStarted();
+            try
+            {
+                // The cluster's own config when the route changes nothing (no copy per request).
+                var config = route.Config.ActivityTimeout is null && route.Config.Timeout == cluster.RequestConfig.Timeout
+                    ? cluster.RequestConfig
+                    : cluster.RequestConfig with
+                    {
+                        ActivityTimeout = route.Config.ActivityTimeout ?? cluster.RequestConfig.ActivityTimeout,
+                        Timeout = route.Config.Timeout,
+                    };
+                // The native transport (our own client connections) when the cluster has one; a replaced IHttpForwarder keeps its own path.
+                ForwarderError error;
+                if (context is null)
+                {
+                    // The direct path: only clusters on the native transport and our own forwarder come here.
+                    error = await ((HttpForwarder)forwarder).SendDirectAsync(front, destination.Config.Address, config, route.Transformer, cluster.NativeTransport!);
+                }
+                else
+                {
+                    error = forwarder is HttpForwarder ours
+                        ? await ours.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer, cluster.NativeTransport)
+                        : await forwarder.SendAsync(context, destination.Config.Address, cluster.Invoker, config, route.Transformer);
+                }
+
+                // Passive health: a destination whose transport keeps failing is sat out for the
+                // reactivation period instead of failing a share of all requests.
+                // A gRPC call whose own grpc-timeout expired says nothing about the destination (tiny client deadlines would
+                // otherwise sit healthy destinations out).
+                passiveHealth.RequestCompleted(cluster, destination, error, front.ClientDeadlineExpired);
+                // The request timeouts middleware (a route's TimeoutPolicy or Timeout under UseRequestTimeouts) answers with its
+                // policy's status and body only when the endpoint throws; the forwarder's plain 504 stands for gRPC, whose
+                // clients need the status in trailers.
+                if (error == ForwarderError.RequestTimedOut && !front.HasStarted && !GrpcProtocol.IsGrpc(front.RequestContentType)
+                    && front.RequestTimeout is { IsCancellationRequested: true } timedOut)
+                {
+                    throw new OperationCanceledException("The route's request timeout expired.", timedOut);
+                }
+            }
+            finally
+            {
+                destination.RequestEnded();
+                destinationMetrics.RequestEnded();
+                gate.Release();
+            }
+        }
+        catch (Exception ex) when (front.EndsResponse)
+        {
+            failure = ex;
         }
         finally
         {
-            destination.RequestEnded();
-            destinationMetrics.RequestEnded();
-            gate.Release();
+            // The direct path: no server code runs after this task, so the front ends its response here (see IForwardingFront).
+            if (front.EndsResponse)
+            {
+                await front.EndAsync(failure);
+            }
         }
     }
 

@@ -86,7 +86,7 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
             }
 
             request = new DirectRequest(exchange, new ReverseProxyFeature(route.RouteId, cluster.ClusterId), path, query, _maxRequestBodySize,
-                _dateCache, _addServerHeader);
+                _dateCache, _addServerHeader, _logger);
         }
         catch (Exception ex)
         {
@@ -129,53 +129,11 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
         }
     }
 
-    private async Task ForwardCoreAsync(DirectRequest request, RouteState route, ClusterState cluster)
-    {
-        var exchange = request.Exchange;
-        try
-        {
-            await _endpointHandler!.ForwardAsync(new ExchangeFront(request), request.Feature, route, cluster).ConfigureAwait(false);
-        }
-        catch (Exception ex)
-        {
-            // What our server does when the app throws (RequestFeatures.OnApplicationErrorAsync): the status of a bad request,
-            // else 500, with an empty body, when nothing was sent yet; else the stream is broken.
-            if (exchange.RequestAborted.IsCancellationRequested && ex is OperationCanceledException or IOException)
-            {
-                DirectLog.StoppedByClient(_logger, request.Feature.RouteId, ex.GetType().Name);
-            }
-            else
-            {
-                DirectLog.Failed(_logger, request.Feature.RouteId, ex);
-            }
-
-            if (exchange.HasResponseStarted)
-            {
-                exchange.Abort(0x2);
-                return;
-            }
-
-            request.ClearResponse();
-            exchange.StatusCode = ex is Microsoft.AspNetCore.Http.BadHttpRequestException bad ? bad.StatusCode : 500;
-            exchange.ResponseHeaders.Add(request.IsHttp2 ? "content-length" : "Content-Length", "0");
-        }
-
-        try
-        {
-            if (!exchange.HasResponseStarted)
-            {
-                request.AddServerFields();
-            }
-
-            await exchange.CompleteAsync().ConfigureAwait(false);
-        }
-        catch (Exception ex)
-        {
-            // Completing failed (the client is gone, the engine refused a field): nothing more can be sent.
-            DirectLog.CompletionFailed(_logger, request.Feature.RouteId, ex.GetType().Name, ex.Message);
-            exchange.Abort(0x2);
-        }
-    }
+    // NOTE: the endpoint handler's task itself, with no frame of ours around it: the front ends the response when forwarding
+    // is over (ExchangeFront.EndAsync), inside that task. A wrapper here was a state-machine box and one more continuation
+    // per request.
+    private Task ForwardCoreAsync(DirectRequest request, RouteState route, ClusterState cluster) =>
+        _endpointHandler!.ForwardAsync(new ExchangeFront(request), request.Feature, route, cluster);
 
     /// <summary>
     /// What the app applies to every endpoint that names nothing itself: those routes keep the pipeline, unless they opt out

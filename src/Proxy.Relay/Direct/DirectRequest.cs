@@ -3,6 +3,7 @@ using System.Globalization;
 using System.Net;
 using System.Text;
 using Microsoft.AspNetCore.Http;
+using Microsoft.Extensions.Logging;
 using Proxy.Forwarding;
 using Proxy.Forwarding.Forwarder;
 using Proxy.Forwarding.Transforms;
@@ -18,7 +19,7 @@ namespace Proxy.Relay.Direct;
 /// </summary>
 // Owned by the request's direct-path flow (one logical thread of control, as the exchange's app would be).
 internal sealed class DirectRequest(HttpExchange exchange, ReverseProxyFeature feature, string path, string query, long? maxRequestBodySize,
-    DateHeaderCache dateCache, bool addServerHeader) : TransformSource
+    DateHeaderCache dateCache, bool addServerHeader, ILogger logger) : TransformSource
 {
     private RequestBodyReader? _body;
     private PipeReader? _countedBody;
@@ -147,6 +148,53 @@ internal sealed class DirectRequest(HttpExchange exchange, ReverseProxyFeature f
         Exchange.ResponseHeaders.Clear();
         Exchange.ResponseTrailers.Clear();
     }
+
+    /// <summary>
+    /// Forwarding is over: completes the exchange. After <paramref name="failure"/> it does what our server does when the app
+    /// throws (RequestFeatures.OnApplicationErrorAsync): the status of a bad request, else 500, with an empty body, when
+    /// nothing was sent yet; else the stream is broken. Never throws.
+    /// </summary>
+    public async ValueTask EndAsync(Exception? failure)
+    {
+        var exchange = Exchange;
+        if (failure is not null)
+        {
+            if (exchange.RequestAborted.IsCancellationRequested && failure is OperationCanceledException or IOException)
+            {
+                DirectLog.StoppedByClient(logger, Feature.RouteId, failure.GetType().Name);
+            }
+            else
+            {
+                DirectLog.Failed(logger, Feature.RouteId, failure);
+            }
+
+            if (exchange.HasResponseStarted)
+            {
+                exchange.Abort(0x2);
+                return;
+            }
+
+            ClearResponse();
+            exchange.StatusCode = failure is BadHttpRequestException bad ? bad.StatusCode : 500;
+            exchange.ResponseHeaders.Add(IsHttp2 ? "content-length" : "Content-Length", "0");
+        }
+
+        try
+        {
+            if (!exchange.HasResponseStarted)
+            {
+                AddServerFields();
+            }
+
+            await exchange.CompleteAsync().ConfigureAwait(false);
+        }
+        catch (Exception ex)
+        {
+            // Completing failed (the client is gone, the engine refused a field): nothing more can be sent.
+            DirectLog.CompletionFailed(logger, Feature.RouteId, ex.GetType().Name, ex.Message);
+            exchange.Abort(0x2);
+        }
+    }
 }
 
 /// <summary>The forwarder's view of a <see cref="DirectRequest"/>: the exchange, no HttpContext.</summary>
@@ -247,4 +295,8 @@ internal readonly struct ExchangeFront(DirectRequest request) : IForwardingFront
         Exchange.Abort((uint)http2Code);
         return !request.IsHttp2 ? "connection abort" : http2Code == 0x8 ? "RST_STREAM(CANCEL)" : "RST_STREAM(INTERNAL_ERROR)";
     }
+
+    public bool EndsResponse => true;
+
+    public ValueTask EndAsync(Exception? failure) => request.EndAsync(failure);
 }

@@ -34,6 +34,10 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
     private Exception? _headError;
     private int _headSet;
     private int _headAwaited;
+    // The token the head's reader gave while the head was still to come: its cancellation aborts the stream (RST_STREAM
+    // CANCEL), which fails the head, and GetResult then throws the token's exception. The registration ends in GetResult.
+    private CancellationToken _headToken;
+    private CancellationTokenRegistration _headRegistration;
     // Built here, then the writer loop's: read until it sent HEADERS, then dropped by it (OnHeadersSent), so a long-lived
     // stream does not keep its request's field list.
     private List<KeyValuePair<string, string>>? _headers;
@@ -190,6 +194,8 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
 
     // NOTE: one waiter, once (the relay): a one-shot source takes a single continuation, so a second call throws here
     // rather than inside the source.
+    // NOTE: the stream itself is what the caller awaits, with or without a token: an async wrapper that registered the
+    // token and awaited the head was a state-machine box and one more continuation per call.
     public override ValueTask ReadResponseHeadAsync(CancellationToken cancellationToken)
     {
         if (Interlocked.Exchange(ref _headAwaited, 1) != 0)
@@ -198,21 +204,13 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
         }
 
         var head = new ValueTask(this, _head.Version);
-        return head.IsCompleted || !cancellationToken.CanBeCanceled ? head : WaitForHeadAsync(head, cancellationToken);
-    }
-
-    private async ValueTask WaitForHeadAsync(ValueTask head, CancellationToken cancellationToken)
-    {
-        // A cancellation aborts the stream (RST_STREAM CANCEL), which fails the head: the caller sees its token's exception.
-        using var registration = cancellationToken.UnsafeRegister(static state => ((Http2ClientStream)state!).Abort(), this);
-        try
+        if (!head.IsCompleted && cancellationToken.CanBeCanceled)
         {
-            await head.ConfigureAwait(false);
+            // Set before registering: a token already cancelled runs the abort here, and GetResult must see which token.
+            _headToken = cancellationToken;
+            _headRegistration = cancellationToken.UnsafeRegister(static state => ((Http2ClientStream)state!).Abort(), this);
         }
-        catch (BackendException) when (cancellationToken.IsCancellationRequested)
-        {
-            throw new OperationCanceledException(cancellationToken);
-        }
+        return head;
     }
 
     /// <summary>Completes the head's wait once: with success, or with <paramref name="error"/>. False when it already was.</summary>
@@ -254,7 +252,20 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
         }
     }
 
-    void IValueTaskSource.GetResult(short token) => _head.GetResult(token);
+    void IValueTaskSource.GetResult(short token)
+    {
+        // NOTE: the head completed, so the abort callback can only be running on another thread (its completion never
+        // continues inline); Dispose waits for it, as the async wrapper's using did.
+        _headRegistration.Dispose();
+        try
+        {
+            _head.GetResult(token);
+        }
+        catch (BackendException) when (_headToken.IsCancellationRequested)
+        {
+            throw new OperationCanceledException(_headToken);
+        }
+    }
 
     ValueTaskSourceStatus IValueTaskSource.GetStatus(short token) => _head.GetStatus(token);
 
