@@ -44,6 +44,9 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
 
     internal BackendPoolSettings Settings => _settings;
 
+    // An HTTP/2 connection builds its HEADERS list in the request's own (four pseudo-headers, and content-length).
+    public int FieldsAddedToHead => _settings.PreferHttp2 ? 5 : 0;
+
     /// <summary>
     /// The HttpClient semantics of the cluster's HttpRequest Version and VersionPolicy (default 2.0, RequestVersionOrLower):
     /// cleartext speaks HTTP/2 (h2c, prior knowledge) only for Version 2 with Exact or OrHigher, as SocketsHttpHandler does;

@@ -127,6 +127,12 @@ public interface IForwarderClusterTransport : IDisposable
     /// <see cref="ForwarderTransportException"/> when it cannot.
     /// </summary>
     ValueTask<ForwarderBackendCall> StartAsync(string? destinationId, string destinationPrefix, ForwarderRequestHead head, CancellationToken cancellationToken);
+
+    /// <summary>
+    /// How many fields the transport adds to <see cref="ForwarderRequestHead.Headers"/> in place once it has the head
+    /// (an HTTP/2 connection puts its pseudo-headers there): the forwarder makes the list that much larger up front.
+    /// </summary>
+    int FieldsAddedToHead => 0;
 }
 
 /// <summary>

@@ -55,8 +55,9 @@ internal sealed partial class HttpForwarder
             // Step 2: the request head from the decoded fields, transforms applied. A derived transformer only knows
             // HttpRequestMessage: that request goes through HttpClient.
             var destination = NativeDestination.For(destinationPrefix);
-            // Room for the client's fields and the default X-Forwarded-For/Proto/Host/Prefix.
-            var head = new ForwarderRequestHead(front.RequestHeaderCount + 4)
+            // Room for the client's fields, the default X-Forwarded-For/Proto/Host/Prefix, and what the transport adds in
+            // the same list (HTTP/2: the pseudo-headers), so it never grows.
+            var head = new ForwarderRequestHead(front.RequestHeaderCount + 4 + native.FieldsAddedToHead)
             {
                 Method = front.Method,
                 Authority = destination.Authority,

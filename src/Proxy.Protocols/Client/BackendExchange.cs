@@ -18,9 +18,23 @@ public sealed class BackendRequest
     public string PathAndQuery { get; set; } = "/";
     /// <summary>
     /// Header fields, no pseudo-headers (the connection lowercases names for HTTP/2 and drops connection-specific fields).
-    /// A relay may hand over the list it built (held, not copied): nobody changes it once the request is started.
+    /// A relay may hand over the list it built (held, not copied). Once the request is started the list is the
+    /// connection's: HTTP/2 builds its HEADERS field list in it (pseudo-headers first), and the same request sent again
+    /// goes out with that list as it is.
     /// </summary>
-    public List<KeyValuePair<string, string>> Headers { get; init; } = new HttpHeaderList();
+    public List<KeyValuePair<string, string>> Headers
+    {
+        get => _headers ??= new HttpHeaderList();
+        init => _headers = value;
+    }
+    // Made on first read only: a relay hands over its own list, and an initializer would allocate one per request for nothing.
+    private List<KeyValuePair<string, string>>? _headers;
+
+    /// <summary>
+    /// Where the fields start in <see cref="Headers"/>: after the four pseudo-headers an HTTP/2 connection put in front
+    /// (a request it could not take, sent again on HTTP/1.1, skips them), else 0.
+    /// </summary>
+    internal int FieldsStart => _headers is [{ Key: ":method" }, ..] ? 4 : 0;
     /// <summary>True when a body follows the head (HTTP/2: HEADERS without END_STREAM; HTTP/1.1: content-length or chunked).</summary>
     public bool HasBody { get; set; }
     /// <summary>Declared body length when known (sent as content-length; HTTP/1.1 uses chunked when null and <see cref="HasBody"/>).</summary>

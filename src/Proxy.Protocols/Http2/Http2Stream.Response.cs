@@ -22,10 +22,9 @@ internal sealed partial class Http2Stream
         {
             return;
         }
-        var fields = new List<KeyValuePair<string, string>>(ResponseHeaders.Count + 1)
-        {
-            new(":status", StatusCode.ToString(CultureInfo.InvariantCulture)),
-        };
+        // The pooled stream's spare list when it has one (taken, so a second caller racing here builds its own).
+        var fields = Interlocked.Exchange(ref _spareHeaderList, null) ?? new List<KeyValuePair<string, string>>(ResponseHeaders.Count + 1);
+        fields.Add(new(":status", StatusCode.ToString(CultureInfo.InvariantCulture)));
         // Throws InvalidOperationException for a field we must not send; the response has not started then,
         // so the app (or the engine, with a 500) can still answer.
         AddResponseFields(fields, ResponseHeaders);
@@ -49,7 +48,7 @@ internal sealed partial class Http2Stream
         List<KeyValuePair<string, string>>? trailers = null;
         if (ResponseTrailers.Count > 0)
         {
-            trailers = new List<KeyValuePair<string, string>>(ResponseTrailers.Count);
+            trailers = Interlocked.Exchange(ref _spareTrailerList, null) ?? new List<KeyValuePair<string, string>>(ResponseTrailers.Count);
             AddResponseFields(trailers, ResponseTrailers);
         }
         if (Interlocked.Exchange(ref _responseCompleted, 1) == 1)

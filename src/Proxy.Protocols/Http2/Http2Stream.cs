@@ -105,7 +105,13 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     private volatile bool _abortRequested;
     public List<KeyValuePair<string, string>>? SubmittedHeaders => _submittedHeaders;
 
-    // The list is kept: a pooled stream fills it again for its next response.
+    // NOTE: the lists stay with the stream: TryResetForPool keeps them (emptied) for the next response's HEADERS and
+    // trailers, so a pooled stream builds its field lists without allocating (two lists and their arrays per response).
+    private List<KeyValuePair<string, string>>? _spareHeaderList;
+    private List<KeyValuePair<string, string>>? _spareTrailerList;
+    // A list grown past this by one large response is not kept.
+    private const int MaxSpareListCapacity = 64;
+
     void IHttp2OutputSource.OnHeadersSent() { }
     public List<KeyValuePair<string, string>>? SubmittedTrailers => _submittedTrailers;
     public bool AbortRequested => _abortRequested;
@@ -325,6 +331,8 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
             return false; // an end not completed: never expected for a normally closed stream, but then not reused
         }
         // App side (its handler finished).
+        _spareHeaderList = Spare(_submittedHeaders) ?? _spareHeaderList;
+        _spareTrailerList = Spare(_submittedTrailers) ?? _spareTrailerList;
         _submittedHeaders = null;
         _submittedTrailers = null;
         _outputSignaled = 0;
@@ -357,6 +365,16 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         _declined = false;
         _bodyOnEventLoop = false;
         return true;
+    }
+
+    private static List<KeyValuePair<string, string>>? Spare(List<KeyValuePair<string, string>>? used)
+    {
+        if (used is not { Capacity: <= MaxSpareListCapacity })
+        {
+            return null;
+        }
+        used.Clear();
+        return used;
     }
 
     /// <summary>Read loop: a pooled stream takes its new id; published last, after every reset above and before the stream is handed on.</summary>

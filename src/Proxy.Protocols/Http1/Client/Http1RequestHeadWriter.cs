@@ -50,8 +50,10 @@ internal static class Http1RequestHeadWriter
         }
 
         var length = request.Method.Length + 1 + target.Length + " HTTP/1.1\r\n".Length + "host: \r\n".Length + request.Authority.Length;
-        foreach (var (name, value) in request.Headers)
+        var fields = request.Headers;
+        for (var i = request.FieldsStart; i < fields.Count; i++)
         {
+            var (name, value) = fields[i];
             if (!HttpFieldRules.IsToken(name))
             {
                 throw new ArgumentException($"Invalid request header name '{name}'.", nameof(request));
@@ -93,8 +95,10 @@ internal static class Http1RequestHeadWriter
         at += Copy(" HTTP/1.1\r\nhost: "u8, span[at..]);
         at += Encoding.ASCII.GetBytes(request.Authority, span[at..]);
         at += Copy("\r\n"u8, span[at..]);
-        foreach (var (name, value) in request.Headers)
+        var fields = request.Headers;
+        for (var i = request.FieldsStart; i < fields.Count; i++)
         {
+            var (name, value) = fields[i];
             if (IsSkipped(name, value))
             {
                 continue;

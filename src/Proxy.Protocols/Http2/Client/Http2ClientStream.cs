@@ -66,8 +66,18 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
     /// (names lowercase tokens, no connection-specific fields, values without NUL/CR/LF), throwing before anything is
     /// queued, so nothing invalid ever reaches the connection's HPACK encoder.
     /// </summary>
+    /// <remarks>
+    /// NOTE: built in the request's own list, which is the connection's once the request is started (BackendRequest):
+    /// a copy was a list and its array per request. A request sent again (refused by a backend) finds its list built
+    /// already, pseudo-headers first, and sends it as it is.
+    /// </remarks>
     private static List<KeyValuePair<string, string>> BuildHeaderBlock(BackendRequest request)
     {
+        var fields = request.Headers;
+        if (fields is [{ Key: ":method" }, ..])
+        {
+            return fields;
+        }
         if (!HttpFieldRules.IsToken(request.Method))
         {
             throw new ArgumentException($"Invalid request method '{request.Method}'.", nameof(request));
@@ -80,16 +90,12 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
         {
             throw new ArgumentException($"Invalid authority '{request.Authority}'.", nameof(request));
         }
-        var fields = new List<KeyValuePair<string, string>>(request.Headers.Count + 5)
-        {
-            new(":method", request.Method),
-            new(":scheme", request.Scheme),
-            new(":authority", request.Authority),
-            new(":path", request.PathAndQuery),
-        };
+        // Validated, lowercased and filtered in place: the fields kept move down over the ones dropped.
+        var kept = 0;
         var hasContentLength = false;
-        foreach (var (name, value) in request.Headers)
+        for (var i = 0; i < fields.Count; i++)
         {
+            var (name, value) = fields[i];
             if (!HttpFieldRules.IsToken(name))
             {
                 throw new ArgumentException($"Invalid header name '{name}'.", nameof(request));
@@ -111,12 +117,28 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
                 }
                 hasContentLength = true;
             }
-            fields.Add(new(lower, value));
+            fields[kept++] = new(lower, value);
         }
+        fields.RemoveRange(kept, fields.Count - kept);
         if (request.ContentLength is { } length)
         {
             fields.Add(new("content-length", length.ToString(CultureInfo.InvariantCulture)));
         }
+        // Room for the four pseudo-headers at the front.
+        const int Pseudo = 4;
+        var count = fields.Count;
+        for (var i = 0; i < Pseudo; i++)
+        {
+            fields.Add(default);
+        }
+        for (var i = count - 1; i >= 0; i--)
+        {
+            fields[i + Pseudo] = fields[i];
+        }
+        fields[0] = new(":method", request.Method);
+        fields[1] = new(":scheme", request.Scheme);
+        fields[2] = new(":authority", request.Authority);
+        fields[3] = new(":path", request.PathAndQuery);
         return fields;
 
         static bool HasUpper(string name)
