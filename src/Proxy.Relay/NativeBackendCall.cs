@@ -120,7 +120,11 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
         while (true)
         {
             _retries++;
-            await _exchange.DisposeAsync().ConfigureAwait(false);
+            // NOTE: let go of before it is disposed: a disposed exchange may be reused by another request (pooled streams),
+            // so a failed open below must not leave it here for Abort or DisposeAsync to reach.
+            var refused = _exchange;
+            _exchange = null!;
+            await refused.DisposeAsync().ConfigureAwait(false);
             (_exchange, _reusedHttp1) = await pool.OpenAsync(_request!, cancellationToken).ConfigureAwait(false);
             if (_requestBody is not null)
             {
@@ -159,9 +163,9 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
 
     public override IReadOnlyList<KeyValuePair<string, string>> ResponseTrailers => _exchange.ResponseTrailers;
 
-    public override void Abort(uint errorCode = 0x8) => _exchange.Abort(errorCode);
+    public override void Abort(uint errorCode = 0x8) => _exchange?.Abort(errorCode);
 
-    public override ValueTask DisposeAsync() => _exchange.DisposeAsync();
+    public override ValueTask DisposeAsync() => _exchange?.DisposeAsync() ?? ValueTask.CompletedTask;
 
     /// <summary>
     /// The request body writer the forwarder sees: bytes go to the current exchange, and a copy of up to

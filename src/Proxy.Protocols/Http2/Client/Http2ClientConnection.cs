@@ -1,4 +1,5 @@
 using System.Collections.Concurrent;
+using System.Diagnostics;
 using System.Threading.Channels;
 using Proxy.Codecs.Hpack;
 using Proxy.Codecs.Http2;
@@ -62,6 +63,12 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
     private readonly CancellationTokenSource _abortCts = new();
 
     private int _nextStreamId = 1;          // under _openLock
+    // Streams whose last life closed normally, reset for the next request (under _openLock). A stream not reused within
+    // SpareStreamExpiry is dropped, so a connection that once ran many streams at once does not keep them all.
+    private readonly IdleStreamPool<Http2ClientStream> _spareStreams = new(MaxSpareStreams);
+    private const int MaxSpareStreams = 100;
+    private static readonly TimeSpan SpareStreamExpiry = TimeSpan.FromSeconds(5);
+    private readonly long _timeOrigin = Stopwatch.GetTimestamp();
     private volatile int _highestOpenedId;  // written under _openLock, read by the read loop
     private volatile int _peerMaxConcurrentStreams;
     private volatile int _goAwayLastStreamId = int.MaxValue;
@@ -151,7 +158,10 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
     public BackendExchange? TryOpen(BackendRequest request)
     {
         ArgumentNullException.ThrowIfNull(request);
-        var stream = new Http2ClientStream(this, request, _options.InitialStreamWindowSize);
+        // Validated before anything is taken (throws for a field we must not send); a request this connection cannot take
+        // keeps its built list for the next one.
+        var headers = Http2ClientStream.BuildHeaderBlock(request);
+        Http2ClientStream stream;
         lock (_openLock)
         {
             if (_closed || _goingAway || _activeStreams >= _peerMaxConcurrentStreams)
@@ -165,9 +175,11 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
                 Post(new ClientEvent(ClientEventKind.Shutdown, null, 0));
                 return null;
             }
+            stream = _spareStreams.TryPop(out var spare) ? spare : new Http2ClientStream(this);
+            stream.Start(request, headers, _options.InitialStreamWindowSize);
             var id = _nextStreamId;
             _nextStreamId += 2;
-            stream.StreamId = id;
+            stream.StreamId = id; // published last: the writer loop tells this life from the stream's earlier ones by it
             _streams[id] = stream;
             _highestOpenedId = id;
             Interlocked.Increment(ref _activeStreams);
@@ -406,6 +418,7 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         lock (_openLock)
         {
             _closed = true;
+            _spareStreams.Clear(); // no stream opens any more
         }
         StateChanged?.Invoke(this);
         _writer.DropStreamOutput();
@@ -452,9 +465,44 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         if (stream.TryFinish())
         {
             var before = Interlocked.Decrement(ref _activeStreams) + 1;
+            // The read loop's last touch of this life.
+            stream.ReleaseFromReadLoop(normally: error is null);
             if (before >= _peerMaxConcurrentStreams || _goingAway)
             {
                 StateChanged?.Invoke(this);
+            }
+        }
+    }
+
+    /// <summary>
+    /// Both users let go of <paramref name="stream"/> (any thread: the last of the read loop and the relay): a life that
+    /// closed normally is reset and kept for the next request.
+    /// </summary>
+    internal void Recycle(Http2ClientStream stream)
+    {
+        if (!stream.TryResetForPool())
+        {
+            return;
+        }
+        var now = Stopwatch.GetElapsedTime(_timeOrigin);
+        lock (_openLock)
+        {
+            if (!_closed)
+            {
+                _spareStreams.RemoveReturnedBefore(now - SpareStreamExpiry); // trimmed as streams come back, at no timer's cost
+                _spareStreams.TryPush(stream, now);
+            }
+        }
+    }
+
+    /// <summary>Streams kept for reuse (tests).</summary>
+    internal int SpareStreamCount
+    {
+        get
+        {
+            lock (_openLock)
+            {
+                return _spareStreams.Count;
             }
         }
     }

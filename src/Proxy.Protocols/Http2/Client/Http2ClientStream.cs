@@ -14,14 +14,20 @@ namespace Proxy.Protocols.Http2.Client;
 /// </summary>
 // Owned by three parties, as a server stream: the read loop (response side, RFC state), the frame-writer loop
 // (Send) and the relay (request body writer, response body reader). Cross-owner fields are atomics or volatile.
+// Pooled by its connection, as server streams are: each life starts in Start (under the connection's open lock) and
+// ends when both the read loop and the relay let go of it (Release); a life that closed normally both ways is reset
+// (TryResetForPool) and kept for the next request. StreamId, published last, tells the lives apart for the writer loop.
 internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, IValueTaskSource
 {
     private readonly Http2ClientConnection _connection;
-    // NOTE: null for a request without a body (GET, an SSE subscription): HEADERS carries END_STREAM and nothing else
-    // is sent, so the stream does not hold a pipe and its writer for its whole life (about 450 bytes per relayed stream).
-    private readonly Pipe? _requestPipe;
-    private readonly Pipe _responsePipe;
-    private readonly RequestBodyWriter? _requestWriter;
+    // NOTE: made for the first life whose request has a body, then kept by the pooled stream; a request without one
+    // (GET, an SSE subscription) never makes it: HEADERS carries END_STREAM and nothing else is sent, so such a stream
+    // does not hold a pipe and its writer for its whole life (about 450 bytes per relayed stream).
+    private Pipe? _requestPipe;
+    private RequestBodyWriter? _requestWriter;
+    private Pipe _responsePipe;
+    // Which reader scheduler the response pipe was made with (a life that continues on the event loop needs that one).
+    private bool _responsePipeOnEventLoop;
     private readonly ResponseBodyReader _responseReader;
     // The response head's arrival (or the stream's failure): the stream is its own one-shot value-task source, which
     // saves the TaskCompletionSource, its Task and a Task.WaitAsync promise per call. Its continuation never runs on the
@@ -30,7 +36,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
     private ManualResetValueTaskSourceCore<bool> _head;
     // The relay asked to continue on the event loop (BackendRequest.ContinueOnEventLoop) and the connection has one: the
     // head's continuation and the response body's reader resume there.
-    private readonly bool _onEventLoop;
+    private bool _onEventLoop;
     private Exception? _headError;
     private int _headSet;
     private int _headAwaited;
@@ -42,22 +48,42 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
     // stream does not keep its request's field list.
     private List<KeyValuePair<string, string>>? _headers;
 
-    public Http2ClientStream(Http2ClientConnection connection, BackendRequest request, int initialReceiveWindow)
+    // Who still uses this life: the read loop (until the stream closed or failed) and the relay (until DisposeAsync).
+    private int _users;
+    // The read loop closed this life normally, END_STREAM both ways (set before its release).
+    private volatile bool _closedNormally;
+    private int _disposed;
+
+    public Http2ClientStream(Http2ClientConnection connection)
     {
         _connection = connection;
-        if (request.HasBody)
+        _responsePipe = new Pipe(connection.ResponsePipeOptions);
+        _responseReader = new ResponseBodyReader(this);
+    }
+
+    /// <summary>
+    /// Starts a life for <paramref name="request"/>, whose HEADERS list <paramref name="headers"/> was built by
+    /// <see cref="BuildHeaderBlock"/>. Under the connection's open lock, before the new <see cref="StreamId"/> is published.
+    /// </summary>
+    internal void Start(BackendRequest request, List<KeyValuePair<string, string>> headers, int initialReceiveWindow)
+    {
+        _onEventLoop = request.ContinueOnEventLoop && _connection.Scheduler.HasEventLoop;
+        if (_onEventLoop != _responsePipeOnEventLoop)
         {
-            _requestPipe = new Pipe(connection.RequestPipeOptions);
+            _responsePipe = new Pipe(_onEventLoop ? _connection.ResponsePipeOptionsOnEventLoop : _connection.ResponsePipeOptions);
+            _responsePipeOnEventLoop = _onEventLoop;
+        }
+        if (request.HasBody && _requestPipe is null)
+        {
+            _requestPipe = new Pipe(_connection.RequestPipeOptions);
             _requestWriter = new RequestBodyWriter(this, _requestPipe.Writer);
         }
-        _onEventLoop = request.ContinueOnEventLoop && connection.Scheduler.HasEventLoop;
-        _responsePipe = new Pipe(_onEventLoop ? connection.ResponsePipeOptionsOnEventLoop : connection.ResponsePipeOptions);
-        _responseReader = new ResponseBodyReader(this, _responsePipe.Reader);
-        _window = new ReceiveWindow(initialReceiveWindow);
-        _headers = BuildHeaderBlock(request);
-        _head.RunContinuationsAsynchronously = !_onEventLoop;
         HasRequestBody = request.HasBody;
         IsHead = request.Method == "HEAD";
+        _window = new ReceiveWindow(initialReceiveWindow);
+        _headers = headers;
+        _head.RunContinuationsAsynchronously = !_onEventLoop;
+        _users = 2;
     }
 
     /// <summary>
@@ -71,7 +97,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
     /// a copy was a list and its array per request. A request sent again (refused by a backend) finds its list built
     /// already, pseudo-headers first, and sends it as it is.
     /// </remarks>
-    private static List<KeyValuePair<string, string>> BuildHeaderBlock(BackendRequest request)
+    internal static List<KeyValuePair<string, string>> BuildHeaderBlock(BackendRequest request)
     {
         var fields = request.Headers;
         if (fields is [{ Key: ":method" }, ..])
@@ -154,19 +180,26 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
         }
     }
 
-    internal bool HasRequestBody { get; }
-    internal bool IsHead { get; }
+    internal bool HasRequestBody { get; private set; }
+    internal bool IsHead { get; private set; }
 
-    // ---- Set once by the connection when it opens the stream (under its open lock), read by all ----
+    // ---- Set once per life by the connection when it opens the stream (under its open lock), read by all ----
 
-    public int StreamId { get; internal set; }
+    private int _streamId;
+
+    /// <summary>This life's id: published after everything else the life starts with (see Start).</summary>
+    public int StreamId
+    {
+        get => Volatile.Read(ref _streamId);
+        internal set => Volatile.Write(ref _streamId, value);
+    }
 
     bool IHttp2OutputSource.IsLocallyInitiated => true;
 
     // ---- Owned by the frame-writer loop ----
 
     public Http2SendState Send { get; } = new();
-    PipeReader IHttp2OutputSource.OutputReader => _requestPipe?.Reader ?? NoRequestBody.Reader; // none: HEADERS carries END_STREAM
+    PipeReader IHttp2OutputSource.OutputReader => HasRequestBody ? _requestPipe!.Reader : NoRequestBody.Reader; // none: HEADERS carries END_STREAM
     public List<KeyValuePair<string, string>>? SubmittedHeaders => _headers;
     void IHttp2OutputSource.OnHeadersSent() => _headers = null;
     public List<KeyValuePair<string, string>>? SubmittedTrailers => null;
@@ -211,7 +244,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
 
     // ---- BackendExchange ----
 
-    public override PipeWriter RequestBody => _requestWriter ?? NoRequestBody.Writer;
+    public override PipeWriter RequestBody => HasRequestBody ? _requestWriter! : NoRequestBody.Writer;
     public override PipeReader ResponseBody => _responseReader;
 
     // NOTE: one waiter, once (the relay): a one-shot source takes a single continuation, so a second call throws here
@@ -310,13 +343,95 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
 
     public override ValueTask DisposeAsync()
     {
+        if (Interlocked.Exchange(ref _disposed, 1) != 0)
+        {
+            return ValueTask.CompletedTask;
+        }
         // A relay that stopped early (client gone) without aborting: abandon what is left of the stream.
-        if (!_abortRequested && (!_remoteEndedShared || _requestWriter?.IsCompleted == false))
+        if (!_abortRequested && (!_remoteEndedShared || (HasRequestBody && !_requestWriter!.IsCompleted)))
         {
             Abort();
         }
         _responseReader.Complete();
+        // NOTE: the relay's last touch: the stream may be reset and reused from here on.
+        Release();
         return ValueTask.CompletedTask;
+    }
+
+    // ---- Pooling ----
+
+    /// <summary>The read loop is done with this life (it closed or failed): its last touch. <paramref name="normally"/>: END_STREAM both ways.</summary>
+    internal void ReleaseFromReadLoop(bool normally)
+    {
+        _closedNormally = normally;
+        Release();
+    }
+
+    private void Release()
+    {
+        if (Interlocked.Decrement(ref _users) == 0)
+        {
+            _connection.Recycle(this);
+        }
+    }
+
+    /// <summary>
+    /// Readies a life that both users let go of for the next request. False when it cannot be reused: it did not close
+    /// normally both ways (a reset, an abort, a failure: a stale cancellation or frame could reach the next life), or a
+    /// pipe is not complete at both ends.
+    /// </summary>
+    /// <remarks>
+    /// NOTE: nobody else touches it now. The read loop released it after its last use; the relay released it in
+    /// DisposeAsync, after which it must not use the exchange (the contract of BackendExchange); the writer loop stopped
+    /// its output before the read loop could close it (OutputEnded), then only looks at its own Send fields for it until
+    /// it meets a new StreamId. The writer loop's fields are reset by the writer loop (Http2SendState.Adopt).
+    /// </remarks>
+    internal bool TryResetForPool()
+    {
+        // The head must have completed into its source: a completion still deferred to the event loop (TrySetHead) would
+        // otherwise land on the next life's.
+        if (!_closedNormally || _abortRequested || _outputReleased || _head.GetStatus(_head.Version) != ValueTaskSourceStatus.Succeeded)
+        {
+            return false;
+        }
+        try
+        {
+            if (HasRequestBody)
+            {
+                _requestPipe!.Reset();
+            }
+            _responsePipe.Reset();
+        }
+        catch (InvalidOperationException)
+        {
+            return false; // an end not completed: never expected for a normally closed stream, but then not reused
+        }
+        _headRegistration.Dispose();
+        _headRegistration = default;
+        _headToken = default;
+        _headError = null;
+        _headSet = 0;
+        _headAwaited = 0;
+        _head.Reset();
+        _headers = null;
+        HeadReceived = false;
+        RemoteEnded = false;
+        OutputEnded = false;
+        ReceivedBodyLength = 0;
+        DeclaredContentLength = null;
+        _outputSignaled = 0;
+        _bufferedBytes = 0;
+        _responseAbandoned = false;
+        _remoteEndedShared = false;
+        _finished = 0;
+        _closedNormally = false;
+        _disposed = 0;
+        StatusCode = 0;
+        ResponseHeaders.Clear();
+        ResponseTrailers.Clear();
+        _responseReader.Reset();
+        _requestWriter?.Reset();
+        return true;
     }
 
     // ---- Read loop side of the response ----
@@ -389,14 +504,20 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
         _outputReleased = true;
         TrySetHead(error);
         _responsePipe.Writer.Complete(error);
-        _requestPipe?.Writer.CancelPendingFlush(); // a relay waiting for request credit sees the end now
+        if (HasRequestBody)
+        {
+            _requestPipe!.Writer.CancelPendingFlush(); // a relay waiting for request credit sees the end now
+        }
     }
 
     /// <summary>The read loop released the stream's output (reset, closed): later request writes are dropped.</summary>
     internal void ReleaseOutput()
     {
         _outputReleased = true;
-        _requestPipe?.Writer.CancelPendingFlush();
+        if (HasRequestBody)
+        {
+            _requestPipe!.Writer.CancelPendingFlush();
+        }
     }
 
     // ---- Relay side of the response: credit goes back as the relay consumes (RFC 9113 §6.9) ----
@@ -449,11 +570,21 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
     // read completes into it, it notes the buffer and completes the read it handed out. An async method here kept a
     // state-machine box per waiting read (216 bytes held by every quiet SSE stream), and a unary call whose response
     // is already here when read never waits, so it allocates nothing for this.
-    private sealed class ResponseBodyReader(Http2ClientStream stream, PipeReader inner) : PipeReader
+    private sealed class ResponseBodyReader(Http2ClientStream stream) : PipeReader
     {
         private ReadOnlySequence<byte> _lastBuffer;
         private Waiter? _waiter;
         private int _completed;
+
+        // The stream's current response pipe (a pooled stream makes a new one when a life needs the other scheduler).
+        private PipeReader inner => stream._responsePipe.Reader;
+
+        /// <summary>A new life (TryResetForPool): the waiter is kept, its source reset by its next Wait.</summary>
+        public void Reset()
+        {
+            _lastBuffer = default;
+            _completed = 0;
+        }
 
         public override void AdvanceTo(SequencePosition consumed) => AdvanceTo(consumed, consumed);
 
@@ -562,6 +693,13 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
         private byte[]? _discard;
         private bool _lastBufferDiscarded;
         private int _completed;
+
+        /// <summary>A new life (TryResetForPool); the discard buffer is kept.</summary>
+        public void Reset()
+        {
+            _lastBufferDiscarded = false;
+            _completed = 0;
+        }
 
         public bool IsCompleted => Volatile.Read(ref _completed) == 1 || !stream.HasRequestBody;
 

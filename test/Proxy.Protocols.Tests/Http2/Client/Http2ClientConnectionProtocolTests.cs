@@ -483,4 +483,101 @@ public sealed class Http2ClientConnectionProtocolTests
         Assert.Throws<ArgumentException>(() => h.Connection.TryOpen(header));
         Assert.Equal(0, h.Connection.ActiveStreams);
     }
+
+    // ---- Pooled streams ----
+
+    /// <summary>
+    /// A PING round trip from the backend: the read loop takes frames in order, so once it answers, it has finished
+    /// with every frame sent before (a stream those closed is released by it).
+    /// </summary>
+    private static async Task ReadLoopCaughtUpAsync(Harness h, ulong payload)
+    {
+        await h.Backend.SendPingAsync(payload);
+        Assert.Equal(payload, (await h.Backend.ExpectPingAsync(ack: true)).OpaqueData);
+    }
+
+    [Fact]
+    public async Task Stream_ClosedNormally_IsReusedForTheNextRequest_WithNothingOfItsLastLife()
+    {
+        await using var h = new Harness();
+        await h.AcceptAsync();
+
+        // First life: a POST with a body, a response with headers, body and trailers.
+        var first = h.Open("/first", hasBody: true);
+        await first.RequestBody.WriteAsync(Encoding.ASCII.GetBytes("upload"));
+        await first.RequestBody.CompleteAsync();
+        Assert.Equal("/first", (await h.Backend.ExpectHeadersAsync(1))[":path"]);
+        var upload = await h.Backend.ExpectDataAsync(1);
+        Assert.Equal("upload", Encoding.ASCII.GetString(upload.AsData().Data.ToArray()));
+        Assert.True(upload.EndStream);
+        await h.Backend.SendResponseHeadersAsync(1, 200, endStream: false, ("content-type", "text/plain"), ("x-first", "1"));
+        await h.Backend.SendDataAsync(1, Encoding.ASCII.GetBytes("one"), endStream: false);
+        await h.Backend.SendHeadersAsync(1, [new("x-trailer", "t1")], endStream: true);
+        await first.ReadResponseHeadAsync(CancellationToken.None);
+        Assert.Equal("one", await ReadAllAsync(first));
+        Assert.Equal("t1", first.ResponseTrailers.Get("x-trailer"));
+        await first.DisposeAsync();
+        await ReadLoopCaughtUpAsync(h, 1);
+        Assert.Equal(1, h.Connection.SpareStreamCount);
+
+        // Second life on the same object: a GET without a body, a response without trailers.
+        var second = h.Open("/second");
+        Assert.Same(first, second);
+        Assert.Equal(0, h.Connection.SpareStreamCount);
+        var head = await h.Backend.ExpectHeadersAsync(3);
+        Assert.Equal("/second", head[":path"]);
+        Assert.Equal("GET", head[":method"]);
+        Assert.True(head.EndStream);
+        Assert.Throws<InvalidOperationException>(() => second.RequestBody.GetSpan());
+        await h.Backend.SendResponseHeadersAsync(3, 404, endStream: false, ("x-second", "2"));
+        await h.Backend.SendDataAsync(3, Encoding.ASCII.GetBytes("two"), endStream: true);
+        await second.ReadResponseHeadAsync(CancellationToken.None);
+        Assert.Equal(404, second.StatusCode);
+        Assert.Equal("2", second.ResponseHeaders.Get("x-second"));
+        Assert.Null(second.ResponseHeaders.Get("x-first"));
+        Assert.Null(second.ResponseHeaders.Get("content-type"));
+        Assert.Equal("two", await ReadAllAsync(second));
+        Assert.Empty(second.ResponseTrailers);
+        await second.DisposeAsync();
+        await ReadLoopCaughtUpAsync(h, 2);
+        Assert.Equal(1, h.Connection.SpareStreamCount);
+    }
+
+    [Fact]
+    public async Task Stream_Reset_Aborted_OrLeftEarly_IsNeverReused()
+    {
+        await using var h = new Harness();
+        await h.AcceptAsync();
+
+        // Reset by the backend.
+        var reset = h.Open("/reset");
+        await h.Backend.ExpectHeadersAsync(1);
+        await h.Backend.SendRstStreamAsync(1, Http2ErrorCode.InternalError);
+        await Assert.ThrowsAsync<BackendException>(() => reset.ReadResponseHeadAsync(CancellationToken.None).AsTask());
+        await reset.DisposeAsync();
+
+        // Aborted by the relay after a complete response.
+        var aborted = h.Open("/aborted");
+        await h.Backend.ExpectHeadersAsync(3);
+        await h.Backend.SendResponseHeadersAsync(3, 200, endStream: true);
+        await aborted.ReadResponseHeadAsync(CancellationToken.None);
+        aborted.Abort();
+        await aborted.DisposeAsync();
+
+        // Left before the response ended: DisposeAsync abandons it (RST_STREAM CANCEL).
+        var left = h.Open("/left");
+        await h.Backend.ExpectHeadersAsync(5);
+        await h.Backend.SendResponseHeadersAsync(5, 200, endStream: false);
+        await left.ReadResponseHeadAsync(CancellationToken.None);
+        await left.DisposeAsync();
+        await h.Backend.ExpectRstStreamAsync(5, Http2ErrorCode.Cancel);
+        await h.Backend.SendDataAsync(5, Encoding.ASCII.GetBytes("late"), endStream: true);
+
+        await ReadLoopCaughtUpAsync(h, 3);
+        Assert.Equal(0, h.Connection.SpareStreamCount);
+        var next = h.Open("/next");
+        Assert.NotSame(reset, next);
+        Assert.NotSame(aborted, next);
+        Assert.NotSame(left, next);
+    }
 }
