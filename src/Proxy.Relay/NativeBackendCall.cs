@@ -163,9 +163,11 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
 
     public override IReadOnlyList<KeyValuePair<string, string>> ResponseTrailers => _exchange.ResponseTrailers;
 
-    public override void Abort(uint errorCode = 0x8) => _exchange?.Abort(errorCode);
+    public override void Abort(uint errorCode = 0x8) => Volatile.Read(ref _exchange)?.Abort(errorCode);
 
-    public override ValueTask DisposeAsync() => _exchange?.DisposeAsync() ?? ValueTask.CompletedTask;
+    // NOTE: taken out before it is disposed: a disposed exchange may serve another request (pooled streams), which a
+    // second DisposeAsync or a late Abort from here must never reach.
+    public override ValueTask DisposeAsync() => Interlocked.Exchange(ref _exchange, null!)?.DisposeAsync() ?? ValueTask.CompletedTask;
 
     /// <summary>
     /// The request body writer the forwarder sees: bytes go to the current exchange, and a copy of up to

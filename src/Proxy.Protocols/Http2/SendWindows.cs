@@ -184,7 +184,8 @@ internal sealed class SendWindows
         send.SendWindow += increment;
         if (send.SendWindow > int.MaxValue)
         {
-            return new Http2StreamException(stream.StreamId,
+            // The life the update was queued for (Handle adopted it), not a second read of a pooled stream's id.
+            return new Http2StreamException(send.WriterStreamId,
                 "WINDOW_UPDATE made the stream window exceed 2^31-1.", Http2ErrorCode.FlowControlError, "stream_window_overflow");
         }
         if (send.BlockedOnStreamWindow && send.SendWindow > 0 && !send.OutputStopped)

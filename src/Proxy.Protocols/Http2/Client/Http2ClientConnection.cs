@@ -447,7 +447,10 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         var lastProcessed = _goAwayLastStreamId;
         foreach (var stream in _streams.Values)
         {
-            var failure = stream.StreamId > lastProcessed || !stream.Send.HeadersSent ? BackendFailure.Refused : BackendFailure.ConnectionLost;
+            // NOTE: HeadersSent counts only when the writer adopted this life: a pooled stream keeps its last life's Send
+            // fields until the writer meets it again, and a writer that stopped first never does.
+            var headersSent = stream.Send.WriterStreamId == stream.StreamId && stream.Send.HeadersSent;
+            var failure = stream.StreamId > lastProcessed || !headersSent ? BackendFailure.Refused : BackendFailure.ConnectionLost;
             FinishStream(stream, new BackendException(failure, _closeReason));
         }
         _streams.Clear();

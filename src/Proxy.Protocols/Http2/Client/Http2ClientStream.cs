@@ -388,6 +388,9 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
     /// </remarks>
     internal bool TryResetForPool()
     {
+        // First, so a cancellation whose callback (Abort) could still run is over before the flags are read.
+        _headRegistration.Dispose();
+        _headRegistration = default;
         // The head must have completed into its source: a completion still deferred to the event loop (TrySetHead) would
         // otherwise land on the next life's.
         if (!_closedNormally || _abortRequested || _outputReleased || _head.GetStatus(_head.Version) != ValueTaskSourceStatus.Succeeded)
@@ -406,8 +409,6 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
         {
             return false; // an end not completed: never expected for a normally closed stream, but then not reused
         }
-        _headRegistration.Dispose();
-        _headRegistration = default;
         _headToken = default;
         _headError = null;
         _headSet = 0;
