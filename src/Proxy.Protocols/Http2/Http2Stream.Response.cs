@@ -206,7 +206,7 @@ internal sealed partial class Http2Stream
                 continue;
             }
             ValidateField(name, value);
-            var lower = name.ToLowerInvariant();
+            var lower = KnownHeaderStrings.LowercaseName(name);
             if (HttpFieldRules.IsConnectionSpecificInResponse(lower))
             {
                 continue;

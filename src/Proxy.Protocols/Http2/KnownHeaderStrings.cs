@@ -47,6 +47,28 @@ internal static class KnownHeaderStrings
     /// <summary>The value as a string: interned when common, else a new ISO-8859-1 string.</summary>
     public static string GetValue(ReadOnlySpan<byte> value) => FindValue(value) ?? Encoding.Latin1.GetString(value);
 
+    /// <summary>
+    /// The lowercase form of a field name: the name itself when it has no uppercase letter, the interned string when its
+    /// lowercase form is a known name ("X-Forwarded-For", which the forwarder adds to every request, allocates nothing),
+    /// else a new string.
+    /// </summary>
+    public static string LowercaseName(string name)
+    {
+        if (!name.AsSpan().ContainsAnyInRange('A', 'Z'))
+        {
+            return name;
+        }
+        if (name.Length < s_namesByLength.Length)
+        {
+            Span<byte> lower = stackalloc byte[name.Length];
+            if (Ascii.ToLower(name, lower, out _) == System.Buffers.OperationStatus.Done && FindName(lower) is { } known)
+            {
+                return known;
+            }
+        }
+        return name.ToLowerInvariant();
+    }
+
     /// <summary>True when <paramref name="text"/> is exactly these octets read as ISO-8859-1.</summary>
     public static bool EqualsLatin1(string text, ReadOnlySpan<byte> octets)
     {

@@ -4,6 +4,7 @@ using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Http.Timeouts;
 using Microsoft.AspNetCore.RateLimiting;
 using Microsoft.AspNetCore.Routing;
+using Microsoft.AspNetCore.Routing.Patterns;
 using Microsoft.AspNetCore.Routing.Template;
 using Proxy.Forwarding.Routing;
 
@@ -92,9 +93,39 @@ internal sealed class DirectRouteTable
         Unsure,
     }
 
+    /// <summary>
+    /// The route pattern's leading literal segments as a path ("/proxy.interop.Echo" for "/proxy.interop.Echo/{**rest}"),
+    /// or null when it starts with a parameter or a complex segment.
+    /// </summary>
+    internal static string? LiteralPrefix(RoutePattern pattern)
+    {
+        string? prefix = null;
+        foreach (var segment in pattern.PathSegments)
+        {
+            if (!segment.IsSimple || segment.Parts[0] is not RoutePatternLiteralPart literal)
+            {
+                break;
+            }
+            prefix += "/" + literal.Content;
+        }
+        return prefix;
+    }
+
+    /// <summary>
+    /// A necessary condition of the template matching <paramref name="path"/>: its first segments are the pattern's literal
+    /// ones (ASCII case-insensitive, as the matcher compares literals), each ended by "/" or the path's end. False means the
+    /// matcher would say no, so it is not asked; true decides nothing.
+    /// </summary>
+    internal static bool PrefixAllows(string? prefix, string path) =>
+        prefix is null
+        || (path.StartsWith(prefix, StringComparison.OrdinalIgnoreCase) && (path.Length == prefix.Length || path[prefix.Length] == '/'));
+
     private sealed class Entry
     {
         private TemplateMatcher? _matcher;
+        // The pattern's leading literal segments: a path that does not start with them is no match without asking the
+        // matcher (most routes of a table miss most requests, and the matcher was 1% of a direct gRPC call's CPU).
+        private string? _literalPrefix;
         private string[]? _methods;
         private string[]? _hosts;
         private bool _unsureWhenPathMatches;
@@ -133,6 +164,7 @@ internal sealed class DirectRouteTable
                 Route = endpoint.Metadata.GetMetadata<RouteState>(),
             };
             entry._matcher = new TemplateMatcher(new RouteTemplate(pattern), new RouteValueDictionary(pattern.Defaults));
+            entry._literalPrefix = LiteralPrefix(pattern);
             // Constraints ({id:int}) are not checked here, and header/query matchers are not either: such an endpoint is a
             // candidate this table cannot decide on.
             entry._unsureWhenPathMatches = pattern.ParameterPolicies.Count > 0 || endpoint.Metadata.GetMetadata<RequestMatchersMetadata>() is not null;
@@ -195,6 +227,11 @@ internal sealed class DirectRouteTable
             }
 
             if (_hosts is not null && !_unsureWhenPathMatches && !HostMatches(authority))
+            {
+                return MatchResult.No;
+            }
+
+            if (!PrefixAllows(_literalPrefix, path))
             {
                 return MatchResult.No;
             }

@@ -93,4 +93,14 @@ public class RequestHeaderCollectorTests
             Assert.Equal(string.Equals(scheme, connectionScheme, StringComparison.OrdinalIgnoreCase) ? connectionScheme : scheme, collector.Scheme);
         }
     }
+
+    [Fact]
+    public void LowercaseName_KnownNameInterned_LowercaseKept_OtherLowered()
+    {
+        Assert.Same(KnownHeaderStrings.FindName("x-forwarded-for"u8), KnownHeaderStrings.LowercaseName("X-Forwarded-For"));
+        var lower = "x-custom";
+        Assert.Same(lower, KnownHeaderStrings.LowercaseName(lower));
+        Assert.Equal("x-custom-name", KnownHeaderStrings.LowercaseName("X-Custom-Name"));
+        Assert.Equal("x-" + new string('a', 300), KnownHeaderStrings.LowercaseName("X-" + new string('A', 300)));
+    }
 }

@@ -130,7 +130,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
             {
                 throw new ArgumentException($"Invalid value for header '{name}': NUL, CR, LF and characters above U+00FF are not allowed.", nameof(request));
             }
-            var lower = HasUpper(name) ? name.ToLowerInvariant() : name;
+            var lower = KnownHeaderStrings.LowercaseName(name);
             if (HttpFieldRules.IsConnectionSpecificInRequest(lower, value) || lower is "host")
             {
                 continue;
@@ -166,18 +166,6 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
         fields[2] = new(":authority", request.Authority);
         fields[3] = new(":path", request.PathAndQuery);
         return fields;
-
-        static bool HasUpper(string name)
-        {
-            foreach (var c in name)
-            {
-                if (c is >= 'A' and <= 'Z')
-                {
-                    return true;
-                }
-            }
-            return false;
-        }
     }
 
     internal bool HasRequestBody { get; private set; }

@@ -1,0 +1,56 @@
+using Microsoft.AspNetCore.Routing;
+using Microsoft.AspNetCore.Routing.Patterns;
+using Microsoft.AspNetCore.Routing.Template;
+using Proxy.Relay.Direct;
+
+namespace Proxy.FunctionalTests.Relay;
+
+/// <summary>
+/// The direct path's route table skips ASP.NET Core's template matcher for paths that cannot start with a route's literal
+/// segments. That is only right if the check never refuses a path the matcher would take: here the matcher is the judge.
+/// </summary>
+public class DirectRouteTableTests
+{
+    public static readonly string[] Patterns =
+    [
+        "/proxy.interop.Echo/{**rest}", "/a/{**rest}", "/a/b/{id}", "/{**catch-all}", "/a-{x}/b", "/api/v1/items/{id?}", "/a/b",
+    ];
+
+    private static readonly string[] Paths =
+    [
+        "/", "/a", "/A", "/a/", "/a/b", "/A/B", "/a/b/", "/a/b/c", "/ab", "/a.b", "/b/a", "//a/b", "/a//b", "/a/b/c/d",
+        "/proxy.interop.Echo/UnaryCall", "/PROXY.INTEROP.ECHO/x", "/proxy.interop.Echo", "/proxy.interop.Echox/y", "/proxy.interop",
+        "/api/v1/items", "/api/v1/items/7", "/API/V1/ITEMS/7/", "/api/v1/itemsx", "/a-1/b", "/a-/b",
+    ];
+
+    [Theory]
+    [MemberData(nameof(PatternData))]
+    public void LiteralPrefix_NeverRefusesAPathTheMatcherTakes(string pattern)
+    {
+        var parsed = RoutePatternFactory.Parse(pattern);
+        var matcher = new TemplateMatcher(new RouteTemplate(parsed), new RouteValueDictionary(parsed.Defaults));
+        var prefix = DirectRouteTable.LiteralPrefix(parsed);
+        foreach (var path in Paths)
+        {
+            var values = new RouteValueDictionary();
+            if (matcher.TryMatch(new Microsoft.AspNetCore.Http.PathString(path), values))
+            {
+                Assert.True(DirectRouteTable.PrefixAllows(prefix, path), $"'{path}' matches '{pattern}' but the prefix '{prefix}' refused it");
+            }
+        }
+    }
+
+    public static TheoryData<string> PatternData() => new(Patterns);
+
+    [Fact]
+    public void LiteralPrefix_RefusesPathsOutsideIt()
+    {
+        var prefix = DirectRouteTable.LiteralPrefix(RoutePatternFactory.Parse("/proxy.interop.Echo/{**rest}"));
+        Assert.Equal("/proxy.interop.Echo", prefix);
+        Assert.False(DirectRouteTable.PrefixAllows(prefix, "/grpc.testing.BenchmarkService/UnaryCall"));
+        Assert.False(DirectRouteTable.PrefixAllows(prefix, "/proxy.interop.Echox/y"));
+        Assert.True(DirectRouteTable.PrefixAllows(prefix, "/PROXY.interop.echo/y"));
+        Assert.Null(DirectRouteTable.LiteralPrefix(RoutePatternFactory.Parse("/{**catch-all}")));
+        Assert.Equal("/api/v1/items", DirectRouteTable.LiteralPrefix(RoutePatternFactory.Parse("/api/v1/items/{id?}")));
+    }
+}
