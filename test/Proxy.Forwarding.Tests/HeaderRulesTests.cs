@@ -65,4 +65,23 @@ public class HeaderRulesTests
 
         Assert.Equal([new("accept", "a, b"), new("cookie", "c=1; d=2"), new("te", "trailers")], head.Headers);
     }
+
+    [Theory]
+    [InlineData("Allow", true)]
+    [InlineData("content-disposition", true)]
+    [InlineData("Content-Encoding", true)]
+    [InlineData("CONTENT-LANGUAGE", true)]
+    [InlineData("Content-Length", true)]
+    [InlineData("Content-Location", true)]
+    [InlineData("Content-MD5", true)]
+    [InlineData("Content-Range", true)]
+    [InlineData("content-type", true)]
+    [InlineData("Expires", true)]
+    [InlineData("Last-Modified", true)]
+    [InlineData("Content-Typo", false)]
+    [InlineData("Accept", false)]
+    [InlineData("Content-Security-Policy", false)]
+    [InlineData("", false)]
+    public void IsContentHeader_TheContentHeadersOfHttpClient(string name, bool expected) =>
+        Assert.Equal(expected, HeaderRules.IsContentHeader(name));
 }
