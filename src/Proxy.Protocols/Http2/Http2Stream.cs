@@ -239,17 +239,20 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     internal void AbortFromConnection(string reason)
     {
         _remoteEnded = true;
+        // Release an app waiting in FlushAsync at once, even if the writer loop is stuck on a peer that does
+        // not read: later flushes report IsCompleted and later writes are dropped. The reader stays the
+        // writer loop's to complete.
+        // NOTE: released before the app learns of the abort (the token, the failed body read below): an app that answers
+        // the failure at once (a 400 for a body that broke its content-length) must not get HEADERS out ahead of the
+        // RST_STREAM the read loop queues next.
+        _outputReleased = true;
+        _responsePipe.Writer.CancelPendingFlush();
+        EndFileOutput();
         RequestAbortSignal.Fire(_abortedCts);
         if (_requestPipeInUse)
         {
             _requestPipe!.Writer.Complete(new IOException(reason));
         }
-        // Release an app waiting in FlushAsync at once, even if the writer loop is stuck on a peer that does
-        // not read: later flushes report IsCompleted and later writes are dropped. The reader stays the
-        // writer loop's to complete.
-        _outputReleased = true;
-        _responsePipe.Writer.CancelPendingFlush();
-        EndFileOutput();
     }
 
     // ---- App side of the request body: return credit as the app consumes (RFC 9113 §6.9) ----
