@@ -1,5 +1,4 @@
 using System.Collections.Concurrent;
-using System.Diagnostics;
 using System.Threading.Channels;
 using Proxy.Codecs.Hpack;
 using Proxy.Codecs.Http2;
@@ -68,7 +67,7 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
     private readonly IdleStreamPool<Http2ClientStream> _spareStreams = new(MaxSpareStreams);
     private const int MaxSpareStreams = 100;
     private static readonly TimeSpan SpareStreamExpiry = TimeSpan.FromSeconds(5);
-    private readonly long _timeOrigin = Stopwatch.GetTimestamp();
+    private readonly long _timeOrigin; // on _time, as every other clock of the connection
     private volatile int _highestOpenedId;  // written under _openLock, read by the read loop
     private volatile int _peerMaxConcurrentStreams;
     private volatile int _goAwayLastStreamId = int.MaxValue;
@@ -93,6 +92,7 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         _clientOptions = options ?? new Http2ClientOptions();
         _options = _clientOptions.Protocol;
         _time = time ?? TimeProvider.System;
+        _timeOrigin = _time.GetTimestamp();
         _decoder = new HpackDecoder(Math.Max(4096, _options.HeaderTableSize), Math.Max(4096, 2 * _options.MaxHeaderListSize));
         _collector = new ResponseHeaderCollector(_options.MaxHeaderListSize, _options.MaxHeaderCount);
         _recentlyReset = new RecentStreamIds(Math.Max(100, 2 * _clientOptions.InitialMaxConcurrentStreams));
@@ -487,7 +487,7 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         {
             return;
         }
-        var now = Stopwatch.GetElapsedTime(_timeOrigin);
+        var now = _time.GetElapsedTime(_timeOrigin);
         lock (_openLock)
         {
             if (!_closed)
