@@ -154,9 +154,14 @@ public class StreamingTests
         Assert.Equal("t1", response.TrailingHeaders.GetValues("x-custom-trailer").Single());
     }
 
+    // NOTE: on a FakeTimeProvider that only this test moves. On the wall clock (0.25 s default), a loaded machine once
+    // took longer than that to bring the event stream's response head back, and the proxy rightly answered 504 before
+    // it knew the response was an event stream: the race was the test's, not the proxy's.
     [Fact]
     public async Task Sse_DefaultActivityTimeout_DoesNotApplyToEventStreams()
     {
+        var plainArrived = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var sendSecondEvent = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         await using var backend = await ProxyTestHost.StartBackendAsync(app =>
         {
             app.MapGet("/events", async context =>
@@ -164,21 +169,36 @@ public class StreamingTests
                 context.Response.ContentType = "text/event-stream";
                 await context.Response.WriteAsync("data: 0\n\n");
                 await context.Response.Body.FlushAsync();
-                // Quiet for longer than the (shortened) default activity timeout.
-                await Task.Delay(TimeSpan.FromMilliseconds(900), context.RequestAborted);
+                // Quiet for longer than the default activity timeout: the test moves the proxy's clock past it first.
+                await sendSecondEvent.Task.WaitAsync(context.RequestAborted);
                 await context.Response.WriteAsync("data: 1\n\n");
             });
-            app.MapGet("/plain", async context => await Task.Delay(Timeout.Infinite, context.RequestAborted));
+            app.MapGet("/plain", async context =>
+            {
+                plainArrived.TrySetResult();
+                await Task.Delay(Timeout.Infinite, context.RequestAborted);
+            });
         });
-        await using var proxy = await Proxies.StartForAsync(backend);
-        ((HttpForwarder)proxy.Services.GetRequiredService<IHttpForwarder>()).DefaultActivityTimeout = TimeSpan.FromMilliseconds(250);
+        var time = new FakeTimeProvider();
+        var config = new ProxyConfigDictionary().Route("r1", "c1").Destination("c1", "d1", backend.Url);
+        await using var proxy = await Proxies.StartConfiguredAsync(config, configure: b => b.Services.AddSingleton<TimeProvider>(time));
+        // Short of the servers' own 30 s timeouts, which may share the fake clock.
+        ((HttpForwarder)proxy.Services.GetRequiredService<IHttpForwarder>()).DefaultActivityTimeout = TimeSpan.FromSeconds(10);
         using var http = proxy.CreateClient();
 
-        using var plain = await http.GetAsync("/plain").WaitAsync(Guard);
-        var events = await http.GetStringAsync("/events").WaitAsync(Guard);
+        var plain = http.GetAsync("/plain");
+        using var events = await http.GetAsync("/events", HttpCompletionOption.ResponseHeadersRead).WaitAsync(Guard);
+        using var reader = new StreamReader(await events.Content.ReadAsStreamAsync());
+        Assert.Equal("data: 0", await reader.ReadLineAsync().WaitAsync(Guard));
+        Assert.Equal("", await reader.ReadLineAsync().WaitAsync(Guard));
+        await plainArrived.Task.WaitAsync(Guard);
 
-        Assert.Equal(HttpStatusCode.GatewayTimeout, plain.StatusCode);
-        Assert.Equal("data: 0\n\ndata: 1\n\n", events);
+        time.Advance(TimeSpan.FromSeconds(11));
+        using var plainResponse = await plain.WaitAsync(Guard);
+        Assert.Equal(HttpStatusCode.GatewayTimeout, plainResponse.StatusCode);
+
+        sendSecondEvent.SetResult();
+        Assert.Equal("data: 1\n\n", await reader.ReadToEndAsync().WaitAsync(Guard));
     }
 
     // NOTE: the activity timeout runs on a FakeTimeProvider that only this test moves. On the wall clock (0.3 s), a
