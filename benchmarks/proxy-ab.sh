@@ -2,7 +2,7 @@
 # Interleaved A/B of our proxy: two Proxy.Host processes side by side in front of one Kestrel backend, measured in turn
 # (A, B, A, B, ...), so a VM whose speed drifts over minutes moves both alike. Prints, per run: RPS, proxy CPU per
 # request in µs (user + system ticks over the measured period only) and its two parts (user=, sys=), and with `perf`
-# installed the proxy's syscalls and context switches per request.
+# installed the proxy's syscalls per request (all, sends, receives, epoll waits, futex, sched_yield) and context switches.
 # --b-peer nghttpx|haproxy|nginx puts that proxy on side B instead (its config from benchmarks/peers, as
 # run-comparison.sh renders it; CPU summed over its processes): ours against a peer minute by minute, where
 # run-comparison.sh gives each target its own slot and the VM's drift between slots lands in the ratios.
@@ -111,7 +111,9 @@ run() { # side scenario duration -> "rps us/req [perf counts]"
   local load=$! perf=""
   sleep "$WARMUP"; [[ $s == grpc-* ]] && sleep 0.6 # the gRPC client connects before its warm-up starts
   if command -v perf >/dev/null; then
-    perf stat -x, -o "$WORK/perf-$side.txt" -e syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom,syscalls:sys_enter_sched_yield,context-switches \
+    local ev=raw_syscalls:sys_enter,context-switches sc
+    for sc in sendto sendmsg write writev recvfrom recvmsg read readv epoll_wait epoll_pwait futex sched_yield; do ev+=",syscalls:sys_enter_$sc"; done
+    perf stat -x, -o "$WORK/perf-$side.txt" -e "$ev" \
       -p "$(session_pids "$pid")" -- sleep "$d" 2>/dev/null &
     perf=$!
   fi
@@ -128,11 +130,18 @@ per = lambda ticks: ticks / 100 * 1e6 / max(n, 1)
 # user: our code, the runtime and libraries; sys: the kernel (syscalls, wakeups, loopback TCP)
 line = f"rps={n / d:,.0f} cpu_us_per_req={per(au - bu + asys - bsys):.1f} user={per(au - bu):.1f} sys={per(asys - bsys):.1f}"
 if os.path.exists(perf):
+    counts = {}
     for row in open(perf):
         parts = row.strip().split(",")
         if len(parts) > 2 and parts[0].replace(".", "").isdigit():
-            name = parts[2].replace("syscalls:sys_enter_", "")
-            line += f" {name}={float(parts[0]) / max(n, 1):.2f}"
+            counts[parts[2].replace("syscalls:sys_enter_", "").replace("raw_syscalls:sys_enter", "syscalls")] = float(parts[0]) / max(n, 1)
+    # Per request: all syscalls; sends and receives whatever call the proxy uses for them (ours sendto/recvfrom,
+    # nghttpx and nginx writev/read...); epoll waits; futex and sched_yield (thread wakeups); context switches.
+    groups = {"syscalls": ["syscalls"], "send": ["sendto", "sendmsg", "write", "writev"], "recv": ["recvfrom", "recvmsg", "read", "readv"],
+              "epoll_wait": ["epoll_wait", "epoll_pwait"], "futex": ["futex"], "sched_yield": ["sched_yield"], "cs": ["context-switches"]}
+    for name, members in groups.items():
+        if any(m in counts for m in members):
+            line += f" {name}={sum(counts.get(m, 0) for m in members):.2f}"
 print(line)
 PY
 }
