@@ -5,6 +5,7 @@ using Proxy.Protocols.Client;
 using Proxy.Protocols.Http1.Client;
 using Proxy.Protocols.Http2.Client;
 using Proxy.Transport.Client;
+using Proxy.Transport.Sockets;
 using Proxy.Forwarding.Forwarder;
 using Proxy.Server.Internal;
 
@@ -63,7 +64,8 @@ internal sealed class BackendPool : IAsyncDisposable
     private TaskCompletionSource _changed = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private ITimer? _sweep;
     private bool _disposed;
-    private readonly ConcurrentStack<PooledHttp1> _idleHttp1 = new();
+    // Per epoll thread (see LoopStacks): a request takes a connection its own thread serves when one is idle.
+    private readonly LoopStacks<PooledHttp1> _idleHttp1 = new(Environment.ProcessorCount);
     private int _http1Count;       // open HTTP/1.1 connections, idle or busy
     private volatile bool _http1;  // the destination speaks HTTP/1.1 (configured, or ALPN chose it)
     private readonly BackendPoolMetrics? _metrics;
@@ -293,7 +295,7 @@ internal sealed class BackendPool : IAsyncDisposable
     {
         while (true)
         {
-            while (_idleHttp1.TryPop(out var idle))
+            while (_idleHttp1.TryPop(EventLoop.CurrentIndex, out var idle))
             {
                 if (!idle.Connection.IsReusable)
                 {
@@ -373,7 +375,7 @@ internal sealed class BackendPool : IAsyncDisposable
         Interlocked.Increment(ref _http1Count);
         var pooled = CreateHttp1(transport);
         pooled.IdleSince = _time.GetTimestamp();
-        _idleHttp1.Push(pooled);
+        _idleHttp1.Push(pooled, pooled.Transport.Loop);
     }
 
     private PooledHttp1 CreateHttp1(BackendTransport transport)
@@ -394,7 +396,7 @@ internal sealed class BackendPool : IAsyncDisposable
         if (reusable && !_disposed)
         {
             pooled.IdleSince = _time.GetTimestamp();
-            _idleHttp1.Push(pooled);
+            _idleHttp1.Push(pooled, pooled.Transport.Loop);
         }
         else
         {
@@ -450,7 +452,7 @@ internal sealed class BackendPool : IAsyncDisposable
         {
             // Take the idle stack apart and keep the ones still fresh (rare: once per sweep period).
             var keep = new List<PooledHttp1>();
-            while (_idleHttp1.TryPop(out var idle))
+            while (_idleHttp1.TryPop(-1, out var idle))
             {
                 if (idle.Connection.IsReusable && _time.GetElapsedTime(idle.IdleSince, now) < idleTimeout && !_retired)
                 {
@@ -463,7 +465,7 @@ internal sealed class BackendPool : IAsyncDisposable
             }
             for (var i = keep.Count - 1; i >= 0; i--)
             {
-                _idleHttp1.Push(keep[i]);
+                _idleHttp1.Push(keep[i], keep[i].Transport.Loop);
             }
         }
         foreach (var pooled in _http2)
@@ -522,7 +524,7 @@ internal sealed class BackendPool : IAsyncDisposable
         {
             pooled.Connection.StartShutdown();
         }
-        while (_idleHttp1.TryPop(out var idle))
+        while (_idleHttp1.TryPop(-1, out var idle))
         {
             await CloseHttp1Async(idle).ConfigureAwait(false);
         }

@@ -366,4 +366,53 @@ public class EventLoopTests
             return (onLoop, deferred, Environment.CurrentManagedThreadId);
         }
     }
+
+    [Fact]
+    public async Task BackendConnect_FromAnEpollThread_JoinsThatThread()
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            return; // no epoll engine
+        }
+
+        var options = new SocketTransportOptions { Engine = SocketEngine.Epoll, InlineScheduling = true };
+        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), options);
+        using var client = await Net.ConnectAsync(listener.EndPoint);
+        var connection = (SocketConnection)(await listener.AcceptAsync())!;
+        var port = ((IPEndPoint)listener.EndPoint).Port;
+
+        // Off an epoll thread: one of the engine's threads, in turn.
+        await using (var fromTestThread = await Proxy.Transport.Client.BackendConnector.ConnectAsync("127.0.0.1", port, null, Net.Patience, options))
+        {
+            Assert.InRange(fromTestThread.Loop, 0, Proxy.Transport.Sockets.Epoll.EpollEngine.GetShared()!.ThreadCount - 1);
+        }
+
+        // On an epoll thread (a read continuation, as a request's handler runs): the new connection is served by that thread.
+        var pending = connection.Transport.Input.ReadAsync();
+        var connected = ConnectFromTheLoopAsync(pending);
+        await client.SendAsync("x"u8.ToArray());
+        var (loop, transports) = await connected.WaitAsync(Net.Patience);
+        Assert.True(loop >= 0, "the read continuation did not run on an epoll thread");
+        foreach (var transport in transports)
+        {
+            Assert.Equal(loop, transport.Loop); // three in a row: taking turns would have spread them
+            await transport.DisposeAsync();
+        }
+        Assert.Equal(-1, EventLoop.CurrentIndex); // the test's own thread is none of them
+        await connection.DisposeAsync();
+
+        async Task<(int Loop, List<Proxy.Transport.Client.BackendTransport> Transports)> ConnectFromTheLoopAsync(ValueTask<System.IO.Pipelines.ReadResult> read)
+        {
+            var result = await read.ConfigureAwait(false);
+            connection.Transport.Input.AdvanceTo(result.Buffer.End);
+            var loop = EventLoop.CurrentIndex;
+            var transports = new List<Proxy.Transport.Client.BackendTransport>();
+            for (var i = 0; i < 3; i++)
+            {
+                // A connect's continuation runs on the thread serving the new socket: the same one, when it joined it.
+                transports.Add(await Proxy.Transport.Client.BackendConnector.ConnectAsync("127.0.0.1", port, null, Net.Patience, options).ConfigureAwait(false));
+            }
+            return (loop, transports);
+        }
+    }
 }

@@ -43,6 +43,9 @@ public sealed class BackendTransport : IAsyncDisposable
         Transport = tls is not null ? tls : socket.Transport;
     }
 
+    /// <summary>The epoll thread the connection is served by (<see cref="Sockets.EventLoop.CurrentIndex"/>), or -1 off our engine.</summary>
+    public int Loop => _socket.Loop;
+
     /// <summary>The bytes to and from the backend (decrypted when TLS).</summary>
     public IDuplexPipe Transport { get; }
 

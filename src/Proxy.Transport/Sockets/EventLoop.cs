@@ -25,6 +25,13 @@ public static class EventLoop
     public static bool IsCurrentThread => Epoll.EpollEngine.IsEpollThread;
 
     /// <summary>
+    /// The calling epoll thread's index in its engine, or -1 on any other thread. A backend connection opened on an epoll
+    /// thread joins that thread (<see cref="SocketConnection.Loop"/>), so a pool that hands a request the connections of
+    /// its own thread keeps the request's work, front and back, on one core.
+    /// </summary>
+    public static int CurrentIndex => Epoll.EpollEngine.CurrentLoop;
+
+    /// <summary>
     /// A pipe scheduler for a reader that is our own non-blocking code (a TLS connection's output pump): woken on an epoll
     /// thread, it runs after that thread's batch; woken elsewhere, on the thread pool.
     /// </summary>

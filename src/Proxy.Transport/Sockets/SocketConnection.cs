@@ -66,6 +66,9 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
         _features.Set<IConnectionTransportFeature>(this);
     }
 
+    /// <summary>The epoll thread this connection's socket is served by (<see cref="EventLoop.CurrentIndex"/>), or -1 off our engine.</summary>
+    public int Loop => _epoll?.Loop ?? -1;
+
     public override string ConnectionId { get; set; }
     public override IFeatureCollection Features => _features;
     public override IDictionary<object, object?> Items { get; set; }

@@ -80,15 +80,19 @@ internal sealed unsafe class EpollEngine
             }
             _epollFds[i] = fd;
             var thread = new Thread(Run) { IsBackground = true, Name = $"Proxy epoll {i}" };
-            thread.UnsafeStart(fd);
+            thread.UnsafeStart(i);
         }
     }
 
     /// <summary>Number of epoll threads.</summary>
     public int ThreadCount => _epollFds.Length;
 
-    /// <summary>Adds a non-blocking socket to one of the epoll instances (in turn); returns its token.</summary>
-    internal long Register(EpollSocket socket, SafeSocketHandle handle)
+    /// <summary>
+    /// Adds a non-blocking socket to one of the epoll instances and returns its token. The instance is the next in turn,
+    /// or, with <paramref name="preferCurrentLoop"/> on one of this engine's threads, that thread's own (a backend
+    /// connection opened for a request then serves that request's thread: see <see cref="EventLoop.CurrentIndex"/>).
+    /// </summary>
+    internal long Register(EpollSocket socket, SafeSocketHandle handle, bool preferCurrentLoop = false)
     {
         long token;
         lock (_lock)
@@ -117,7 +121,11 @@ internal sealed unsafe class EpollEngine
         var ev = stackalloc byte[16];
         *(uint*)ev = EpollInterop.EpollIn | EpollInterop.EpollOut | EpollInterop.EpollRdHup | EpollInterop.EpollEt;
         *(long*)(ev + EpollInterop.EventDataOffset) = token;
-        var epfd = _epollFds[(int)((uint)Interlocked.Increment(ref _next) % (uint)_epollFds.Length)];
+        var loop = preferCurrentLoop && t_deferred is { } current && current.Engine == this
+            ? current.Loop
+            : (int)((uint)Interlocked.Increment(ref _next) % (uint)_epollFds.Length);
+        socket.Loop = loop;
+        var epfd = _epollFds[loop];
         if (EpollInterop.EpollCtl(epfd, EpollInterop.CtlAdd, handle, ev) != 0)
         {
             var error = Marshal.GetLastPInvokeError();
@@ -146,11 +154,12 @@ internal sealed unsafe class EpollEngine
 
     private void Run(object? state)
     {
-        var epfd = (int)state!;
+        var loop = (int)state!;
+        var epfd = _epollFds[loop];
         var size = EpollInterop.EventSize;
         var offset = EpollInterop.EventDataOffset;
         var events = (byte*)NativeMemory.Alloc((nuint)(MaxEvents * size));
-        var deferred = t_deferred = new DeferredWork();
+        var deferred = t_deferred = new DeferredWork(this, loop);
         while (true)
         {
             var count = EpollInterop.EpollWait(epfd, events, MaxEvents, -1);
@@ -193,9 +202,16 @@ internal sealed unsafe class EpollEngine
     /// <summary>True on one of an engine's epoll threads.</summary>
     internal static bool IsEpollThread => t_deferred is not null;
 
+    /// <summary>The calling epoll thread's index in its engine (0 to ThreadCount - 1), or -1 on any other thread.</summary>
+    internal static int CurrentLoop => t_deferred is { } deferred ? deferred.Loop : -1;
+
     // Owned by its epoll thread.
-    private sealed class DeferredWork
+    private sealed class DeferredWork(EpollEngine engine, int loop)
     {
+        /// <summary>The engine and the index of the thread this belongs to.</summary>
+        public readonly EpollEngine Engine = engine;
+        public readonly int Loop = loop;
+
         // NOTE: the bound on what one batch defers, items deferred by items included (a writer loop woken again while
         // it ran): past it, TryAdd refuses and the caller queues to the thread pool, so epoll_wait is called again soon
         // and no socket of this thread waits behind a long chain of work.

@@ -33,6 +33,9 @@ internal sealed class EpollSocket
     /// <summary>The engine's token for this socket (registration slot and generation).</summary>
     internal long Token { get; set; }
 
+    /// <summary>The index of the epoll thread whose instance this socket was added to.</summary>
+    public int Loop { get; internal set; } = -1;
+
     /// <summary>
     /// True once a receive found no more bytes waiting (EAGAIN, or fewer bytes than it had room for): the next receive
     /// should first wait with <see cref="WaitReadableAsync"/>. A short read means the kernel's queue was empty at that
@@ -40,12 +43,15 @@ internal sealed class EpollSocket
     /// </summary>
     public bool ReadDrained { get; private set; }
 
-    /// <summary>Puts <paramref name="socket"/> in non-blocking mode and adds it to <paramref name="engine"/>.</summary>
-    public static EpollSocket Attach(Socket socket, EpollEngine engine)
+    /// <summary>
+    /// Puts <paramref name="socket"/> in non-blocking mode and adds it to <paramref name="engine"/>: to the calling epoll
+    /// thread's own instance with <paramref name="preferCurrentLoop"/> (a connection opened there), else to the next in turn.
+    /// </summary>
+    public static EpollSocket Attach(Socket socket, EpollEngine engine, bool preferCurrentLoop = false)
     {
         socket.Blocking = false;
         var epoll = new EpollSocket(engine, socket.SafeHandle);
-        engine.Register(epoll, socket.SafeHandle);
+        engine.Register(epoll, socket.SafeHandle, preferCurrentLoop);
         return epoll;
     }
 
@@ -71,7 +77,8 @@ internal sealed class EpollSocket
                 pending = true;
             }
             // NOTE: added after connect() started: a socket not yet connecting reports itself writable at once.
-            epoll = Attach(socket, engine);
+            // An outbound connection is opened for a request: it joins the thread that request runs on, if an epoll thread.
+            epoll = Attach(socket, engine, preferCurrentLoop: true);
             if (pending)
             {
                 using var registration = cancellationToken.UnsafeRegister(static s => ((EpollSocket)s!).Close(), epoll);
