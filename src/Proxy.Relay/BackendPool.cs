@@ -47,6 +47,10 @@ internal sealed record BackendPoolMetrics(IBackendConnectionMetrics Metrics, str
 /// SETTINGS_MAX_CONCURRENT_STREAMS (EnableMultipleHttp2Connections, as SocketsHttpHandler and YARP PR #748), up to
 /// MaxConnectionsPerServer; beyond that requests wait for a slot (the admission gate in front bounds how many). Idle
 /// connections close after the idle timeout, and connections older than their lifetime stop taking streams.
+/// On our epoll engine both kinds keep to the epoll threads, as nghttpx's and Envoy's workers keep their own upstream
+/// connections: an idle HTTP/1.1 connection of the request's own thread goes first, and with EnableMultipleHttp2Connections
+/// an HTTP/2 request takes a connection of its thread, or rides another thread's while one for its thread opens beside it
+/// (StartConnectForLoop): a destination then has up to one HTTP/2 connection per epoll thread even when one could carry it all.
 /// </summary>
 // Shared by all requests to one destination: the connection array is copy-on-write under _lock; the rest are atomics.
 internal sealed class BackendPool : IAsyncDisposable
@@ -96,6 +100,21 @@ internal sealed class BackendPool : IAsyncDisposable
     /// <summary>Open HTTP/2 connections (for tests and metrics).</summary>
     public int ConnectionCount => _http2.Length + Volatile.Read(ref _http1Count);
 
+    /// <summary>Tests: each HTTP/2 connection's epoll thread (-1 off our engine) and streams in use.</summary>
+    internal (int Loop, int ActiveStreams)[] Http2Connections => Array.ConvertAll(_http2, p => (p.Transport.Loop, p.Connection.ActiveStreams));
+
+    /// <summary>Tests: the connect under way, if any.</summary>
+    internal Task? PendingConnect
+    {
+        get
+        {
+            lock (_lock)
+            {
+                return _connecting;
+            }
+        }
+    }
+
     private sealed class PooledHttp1(Http1ClientConnection connection, BackendTransport transport)
     {
         public Http1ClientConnection Connection { get; } = connection;
@@ -125,13 +144,27 @@ internal sealed class BackendPool : IAsyncDisposable
         }
         var connectAttempts = 0;
         var freeSlotRetries = 0;
+        // On an epoll thread, with more than one connection allowed: this thread's own connections first (see Http2Affinity).
+        var loop = _settings.EnableMultipleHttp2Connections ? EventLoop.CurrentIndex : -1;
         while (true)
         {
             foreach (var pooled in _http2)
             {
-                if (pooled.Connection.HasCapacity && pooled.Connection.TryOpen(request) is { } exchange)
+                if ((loop < 0 || pooled.Transport.Loop == loop) && pooled.Connection.HasCapacity && pooled.Connection.TryOpen(request) is { } exchange)
                 {
                     return (exchange, false);
+                }
+            }
+            if (loop >= 0)
+            {
+                foreach (var pooled in _http2)
+                {
+                    if (pooled.Connection.HasCapacity && pooled.Connection.TryOpen(request) is { } exchange)
+                    {
+                        // Another thread's connection carries this one; a connection of this thread opens beside it.
+                        StartConnectForLoop(loop);
+                        return (exchange, false);
+                    }
                 }
             }
             Task? connecting;
@@ -147,7 +180,8 @@ internal sealed class BackendPool : IAsyncDisposable
                     // NOTE: started on the pool, not inline: a connect that completed synchronously would clear
                     // _connecting (in its finally, re-entering this lock) before this assignment, leaving a finished
                     // task here for good and no connection ever opened again.
-                    _connecting = Task.Run(ConnectHttp2Async);
+                    var forLoop = loop;
+                    _connecting = Task.Run(() => ConnectHttp2Async(forLoop));
                 }
                 connecting = _connecting;
             }
@@ -213,7 +247,63 @@ internal sealed class BackendPool : IAsyncDisposable
         return open == 0 || (_settings.EnableMultipleHttp2Connections && open < _settings.MaxConnections);
     }
 
-    private async Task ConnectHttp2Async()
+    /// <summary>
+    /// HTTP/2 affinity: a request on epoll thread <paramref name="loop"/> found only other threads' connections with room,
+    /// so one for this thread opens in the background (one connect at a time, within MaxConnectionsPerServer; after a
+    /// failed one, not again for <see cref="AffinityRetryDelay"/>). Its streams are then read on the thread their front
+    /// connections run on, instead of one connection's read loop serving every thread's requests.
+    /// </summary>
+    private void StartConnectForLoop(int loop)
+    {
+        if (_time.GetTimestamp() < Volatile.Read(ref _affinityRetryAfter))
+        {
+            return;
+        }
+        lock (_lock)
+        {
+            if (_disposed || _connecting is not null || _http1)
+            {
+                return;
+            }
+            var open = 0;
+            foreach (var pooled in _http2)
+            {
+                if (pooled.Connection.IsOpen)
+                {
+                    if (pooled.Transport.Loop == loop)
+                    {
+                        return; // this thread has one already (full for now)
+                    }
+                    open++;
+                }
+            }
+            if (open >= _settings.MaxConnections)
+            {
+                return;
+            }
+            _connecting = Task.Run(async () =>
+            {
+                try
+                {
+                    await ConnectHttp2Async(loop).ConfigureAwait(false);
+                }
+                catch (Exception ex)
+                {
+                    // Nobody waits on it: requests carry on on the connections there are.
+                    Volatile.Write(ref _affinityRetryAfter, _time.GetTimestamp() + (long)(AffinityRetryDelay.TotalSeconds * _time.TimestampFrequency));
+                    Log.ConnectionFailed(_logger, _host, _port, ex.Message);
+                }
+            });
+        }
+    }
+
+    private static readonly TimeSpan AffinityRetryDelay = TimeSpan.FromSeconds(5);
+
+    // TimeProvider timestamp before which no background connect for affinity starts (set when one failed).
+    private long _affinityRetryAfter;
+
+    /// <param name="loop">The epoll thread the connection should join (-1: the next in turn).</param>
+    private async Task ConnectHttp2Async(int loop)
     {
         try
         {
@@ -227,7 +317,7 @@ internal sealed class BackendPool : IAsyncDisposable
                     DangerousAcceptAnyServerCertificate = _settings.DangerousAcceptAnyServerCertificate,
                 EnabledSslProtocols = _settings.SslProtocols,
                 };
-                transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout, _settings.Sockets).ConfigureAwait(false);
+                transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout, _settings.Sockets, loop: loop).ConfigureAwait(false);
             }
             catch (Exception ex)
             {

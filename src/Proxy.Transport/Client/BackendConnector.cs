@@ -86,8 +86,13 @@ public static class BackendConnector
     /// <paramref name="connectTimeout"/>. Throws <see cref="SocketException"/>, <see cref="System.Security.Authentication.AuthenticationException"/>
     /// or <see cref="TimeoutException"/>; <see cref="OperationCanceledException"/> when <paramref name="cancellationToken"/> fires.
     /// </summary>
+    /// <param name="loop">
+    /// On our epoll engine, the thread to serve the connection (<see cref="BackendTransport.Loop"/>); negative: the calling
+    /// thread when it is one of the engine's (a connection opened for a request joins the thread the request runs on),
+    /// else the next in turn.
+    /// </param>
     public static async ValueTask<BackendTransport> ConnectAsync(string host, int port, BackendTlsOptions? tls, TimeSpan connectTimeout,
-        SocketTransportOptions? socketOptions = null, CancellationToken cancellationToken = default)
+        SocketTransportOptions? socketOptions = null, CancellationToken cancellationToken = default, int loop = -1)
     {
         using var timeout = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
         if (connectTimeout != Timeout.InfiniteTimeSpan)
@@ -101,7 +106,7 @@ public static class BackendConnector
         {
             if (SocketConnectionListener.EngineFor(socketOptions) is { } engine)
             {
-                (socket, epoll) = await ConnectEpollAsync(host, port, engine, timeout.Token).ConfigureAwait(false);
+                (socket, epoll) = await ConnectEpollAsync(host, port, engine, loop, timeout.Token).ConfigureAwait(false);
             }
             else
             {
@@ -165,9 +170,11 @@ public static class BackendConnector
     }
 
     // As Socket.ConnectAsync(host, port): each address of the name in turn, the last failure thrown.
-    private static async ValueTask<(Socket, EpollSocket)> ConnectEpollAsync(string host, int port, EpollEngine engine,
+    private static async ValueTask<(Socket, EpollSocket)> ConnectEpollAsync(string host, int port, EpollEngine engine, int loop,
         CancellationToken cancellationToken)
     {
+        // Before the first await: a name lookup or a failed address continues elsewhere.
+        loop = loop >= 0 ? loop : engine.CurrentLoopOfThisEngine;
         var addresses = IPAddress.TryParse(host, out var literal)
             ? [literal]
             : await Dns.GetHostAddressesAsync(host, cancellationToken).ConfigureAwait(false);
@@ -176,7 +183,7 @@ public static class BackendConnector
         {
             try
             {
-                return await EpollSocket.ConnectAsync(new IPEndPoint(address, port), engine, cancellationToken).ConfigureAwait(false);
+                return await EpollSocket.ConnectAsync(new IPEndPoint(address, port), engine, cancellationToken, loop).ConfigureAwait(false);
             }
             catch (SocketException e)
             {

@@ -88,11 +88,10 @@ internal sealed unsafe class EpollEngine
     public int ThreadCount => _epollFds.Length;
 
     /// <summary>
-    /// Adds a non-blocking socket to one of the epoll instances and returns its token. The instance is the next in turn,
-    /// or, with <paramref name="preferCurrentLoop"/> on one of this engine's threads, that thread's own (a backend
-    /// connection opened for a request then serves that request's thread: see <see cref="EventLoop.CurrentIndex"/>).
+    /// Adds a non-blocking socket to one of the epoll instances and returns its token: epoll thread
+    /// <paramref name="loop"/>'s (modulo the thread count), or with a negative value the next in turn.
     /// </summary>
-    internal long Register(EpollSocket socket, SafeSocketHandle handle, bool preferCurrentLoop = false)
+    internal long Register(EpollSocket socket, SafeSocketHandle handle, int loop = -1)
     {
         long token;
         lock (_lock)
@@ -121,9 +120,7 @@ internal sealed unsafe class EpollEngine
         var ev = stackalloc byte[16];
         *(uint*)ev = EpollInterop.EpollIn | EpollInterop.EpollOut | EpollInterop.EpollRdHup | EpollInterop.EpollEt;
         *(long*)(ev + EpollInterop.EventDataOffset) = token;
-        var loop = preferCurrentLoop && t_deferred is { } current && current.Engine == this
-            ? current.Loop
-            : (int)((uint)Interlocked.Increment(ref _next) % (uint)_epollFds.Length);
+        loop = loop >= 0 ? loop % _epollFds.Length : (int)((uint)Interlocked.Increment(ref _next) % (uint)_epollFds.Length);
         socket.Loop = loop;
         var epfd = _epollFds[loop];
         if (EpollInterop.EpollCtl(epfd, EpollInterop.CtlAdd, handle, ev) != 0)
@@ -204,6 +201,9 @@ internal sealed unsafe class EpollEngine
 
     /// <summary>The calling epoll thread's index in its engine (0 to ThreadCount - 1), or -1 on any other thread.</summary>
     internal static int CurrentLoop => t_deferred is { } deferred ? deferred.Loop : -1;
+
+    /// <summary>The calling thread's index when it is one of this engine's threads, else -1.</summary>
+    internal int CurrentLoopOfThisEngine => t_deferred is { } deferred && deferred.Engine == this ? deferred.Loop : -1;
 
     // Owned by its epoll thread.
     private sealed class DeferredWork(EpollEngine engine, int loop)

@@ -44,14 +44,14 @@ internal sealed class EpollSocket
     public bool ReadDrained { get; private set; }
 
     /// <summary>
-    /// Puts <paramref name="socket"/> in non-blocking mode and adds it to <paramref name="engine"/>: to the calling epoll
-    /// thread's own instance with <paramref name="preferCurrentLoop"/> (a connection opened there), else to the next in turn.
+    /// Puts <paramref name="socket"/> in non-blocking mode and adds it to <paramref name="engine"/>: to epoll thread
+    /// <paramref name="loop"/>'s instance, or with a negative value to the next in turn.
     /// </summary>
-    public static EpollSocket Attach(Socket socket, EpollEngine engine, bool preferCurrentLoop = false)
+    public static EpollSocket Attach(Socket socket, EpollEngine engine, int loop = -1)
     {
         socket.Blocking = false;
         var epoll = new EpollSocket(engine, socket.SafeHandle);
-        engine.Register(epoll, socket.SafeHandle, preferCurrentLoop);
+        engine.Register(epoll, socket.SafeHandle, loop);
         return epoll;
     }
 
@@ -60,8 +60,12 @@ internal sealed class EpollSocket
     /// to its own epoll instance too, and wake its thread for every event): a non-blocking connect, then the
     /// writable event.
     /// </summary>
+    /// <param name="loop">
+    /// The epoll thread to serve the socket; negative: the calling thread when it is one of the engine's (a connection
+    /// opened for a request joins the thread the request runs on), else the next in turn.
+    /// </param>
     public static async ValueTask<(Socket Socket, EpollSocket Epoll)> ConnectAsync(EndPoint endPoint, EpollEngine engine,
-        CancellationToken cancellationToken)
+        CancellationToken cancellationToken, int loop = -1)
     {
         var socket = new Socket(SocketType.Stream, ProtocolType.Tcp) { NoDelay = true, Blocking = false };
         EpollSocket? epoll = null;
@@ -77,8 +81,7 @@ internal sealed class EpollSocket
                 pending = true;
             }
             // NOTE: added after connect() started: a socket not yet connecting reports itself writable at once.
-            // An outbound connection is opened for a request: it joins the thread that request runs on, if an epoll thread.
-            epoll = Attach(socket, engine, preferCurrentLoop: true);
+            epoll = Attach(socket, engine, loop >= 0 ? loop : engine.CurrentLoopOfThisEngine);
             if (pending)
             {
                 using var registration = cancellationToken.UnsafeRegister(static s => ((EpollSocket)s!).Close(), epoll);
