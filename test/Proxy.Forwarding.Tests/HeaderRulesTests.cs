@@ -66,6 +66,70 @@ public class HeaderRulesTests
         Assert.Equal([new("accept", "a, b"), new("cookie", "c=1; d=2"), new("te", "trailers")], head.Headers);
     }
 
+    /// <summary>
+    /// The copy skips the name comparisons for fields no other field can share a name with: against the plain rule (every
+    /// field compared with every other), on random heads of names that repeat in any case, the result is the same.
+    /// </summary>
+    [Fact]
+    public void CopyRequestFromFields_RandomHeads_SameAsComparingEveryPair()
+    {
+        string[] names =
+        [
+            "accept", "Accept", "ACCEPT", "cookie", "Cookie", "x-a", "X-A", "x-b", "user-agent", "content-type", "Content-Length", "te", "TE",
+            "connection", "x-hop", "grpc-timeout", "a", "b", "ab", "ba", "abcdefgh", "hgfedcba", "x-forwarded-for",
+        ];
+        string[] values = ["1", "two", "trailers", "x-hop", "keep-alive, x-a", "gzip"];
+        var random = new Random(20261128);
+        for (var round = 0; round < 2000; round++)
+        {
+            var fields = new List<KeyValuePair<string, string>>();
+            for (var n = random.Next(0, 14); n > 0; n--)
+            {
+                fields.Add(new(names[random.Next(names.Length)], values[random.Next(values.Length)]));
+            }
+            var hasBody = random.Next(2) == 0;
+            var head = new ForwarderRequestHead { HasBody = hasBody };
+
+            HeaderRules.CopyRequestHeaders(fields, head);
+
+            Assert.Equal(CopiedComparingEveryPair(fields, hasBody), head.Headers);
+        }
+    }
+
+    // The rule written plainly: one field per name (any case) in the order names first appear, values joined.
+    private static List<KeyValuePair<string, string>> CopiedComparingEveryPair(List<KeyValuePair<string, string>> fields, bool hasBody)
+    {
+        var listed = new HashSet<string>(StringComparer.OrdinalIgnoreCase);
+        foreach (var (name, value) in fields)
+        {
+            if (name.Equals("connection", StringComparison.OrdinalIgnoreCase))
+            {
+                foreach (var token in value.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries))
+                {
+                    listed.Add(token);
+                }
+            }
+        }
+        var copied = new List<KeyValuePair<string, string>>();
+        var done = new HashSet<string>(StringComparer.OrdinalIgnoreCase);
+        foreach (var (name, _) in fields)
+        {
+            if (!done.Add(name) || HeaderRules.IsHopByHop(name) || listed.Contains(name)
+                || (HeaderRules.IsContentHeader(name) && (!hasBody || name.Equals("content-length", StringComparison.OrdinalIgnoreCase))))
+            {
+                continue;
+            }
+            var all = fields.Where(f => f.Key.Equals(name, StringComparison.OrdinalIgnoreCase)).Select(f => f.Value).ToArray();
+            copied.Add(new(name, string.Join(name.Equals("cookie", StringComparison.OrdinalIgnoreCase) ? "; " : ", ", all)));
+        }
+        var te = fields.Where(f => f.Key.Equals("te", StringComparison.OrdinalIgnoreCase)).Select(f => f.Value).ToArray();
+        if (te.Length > 0 && !listed.Contains("te") && string.Join(", ", te).Split(',').Any(t => t.Trim().Equals("trailers", StringComparison.OrdinalIgnoreCase)))
+        {
+            copied.Add(new("te", "trailers"));
+        }
+        return copied;
+    }
+
     [Theory]
     [InlineData("Allow", true)]
     [InlineData("content-disposition", true)]
