@@ -25,6 +25,9 @@ public sealed class ConnectionMetadata
     /// <summary>Where the engine runs its writer loop when a producer wakes it, and the handler of a stream whose handler may run on the event loop (the thread pool by default).</summary>
     public WorkScheduler Scheduler { get; init; } = WorkScheduler.ThreadPool;
 
+    /// <summary>The event loop (Proxy.Transport's epoll thread) serving the connection's socket, or -1 off that engine.</summary>
+    public int EventLoop { get; init; } = -1;
+
     /// <summary>Where the engine reports streams, resets, GOAWAYs and writes; null when the host counts nothing.</summary>
     public IProtocolMetrics? Metrics { get; init; }
 }

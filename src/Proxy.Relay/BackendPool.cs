@@ -145,7 +145,7 @@ internal sealed class BackendPool : IAsyncDisposable
         var connectAttempts = 0;
         var freeSlotRetries = 0;
         // On an epoll thread, with more than one connection allowed: this thread's own connections first (see Http2Affinity).
-        var loop = _settings.EnableMultipleHttp2Connections ? EventLoop.CurrentIndex : -1;
+        var loop = _settings.EnableMultipleHttp2Connections ? LoopOf(request) : -1;
         while (true)
         {
             foreach (var pooled in _http2)
@@ -383,9 +383,11 @@ internal sealed class BackendPool : IAsyncDisposable
 
     private async ValueTask<(BackendExchange, bool)> OpenHttp1Async(BackendRequest request, CancellationToken cancellationToken)
     {
+        // Read once: after a wait below the code runs elsewhere.
+        var loop = LoopOf(request);
         while (true)
         {
-            while (_idleHttp1.TryPop(EventLoop.CurrentIndex, out var idle))
+            while (_idleHttp1.TryPop(loop, out var idle))
             {
                 if (!idle.Connection.IsReusable)
                 {
@@ -422,7 +424,7 @@ internal sealed class BackendPool : IAsyncDisposable
             PooledHttp1 pooled;
             try
             {
-                pooled = await ConnectHttp1Async(cancellationToken).ConfigureAwait(false);
+                pooled = await ConnectHttp1Async(loop, cancellationToken).ConfigureAwait(false);
             }
             catch
             {
@@ -434,7 +436,14 @@ internal sealed class BackendPool : IAsyncDisposable
         }
     }
 
-    private async Task<PooledHttp1> ConnectHttp1Async(CancellationToken cancellationToken)
+    /// <summary>
+    /// The event loop to serve <paramref name="request"/> on: its client connection's (the pipeline names it), else the
+    /// calling thread's (the direct path runs on it), -1 off our epoll engine.
+    /// </summary>
+    private static int LoopOf(BackendRequest request) => request.EventLoop >= 0 ? request.EventLoop : EventLoop.CurrentIndex;
+
+    /// <param name="loop">The epoll thread the connection should join (-1: the calling thread's, or the next in turn).</param>
+    private async Task<PooledHttp1> ConnectHttp1Async(int loop, CancellationToken cancellationToken)
     {
         BackendTransport transport;
         try
@@ -446,7 +455,7 @@ internal sealed class BackendPool : IAsyncDisposable
                 DangerousAcceptAnyServerCertificate = _settings.DangerousAcceptAnyServerCertificate,
                 EnabledSslProtocols = _settings.SslProtocols,
             };
-            transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout, _settings.Sockets, cancellationToken).ConfigureAwait(false);
+            transport = await BackendConnector.ConnectAsync(_host, _port, tls, _settings.ConnectTimeout, _settings.Sockets, cancellationToken, loop).ConfigureAwait(false);
         }
         catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
         {

@@ -44,6 +44,9 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
 
     internal BackendPoolSettings Settings => _settings;
 
+    /// <summary>Tests: the destinations' pools opened so far.</summary>
+    internal ICollection<BackendPool> Pools => _pools.Values;
+
     // An HTTP/2 connection builds its HEADERS list in the request's own (four pseudo-headers, and content-length).
     public int FieldsAddedToHead => _settings.PreferHttp2 ? 5 : 0;
 
@@ -102,6 +105,9 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
             ContentLength = head.HasBody ? head.ContentLength : null,
             HeadWaitsForBody = head.HasBody && head.BodyFollowsAtOnce,
             ContinueOnEventLoop = head.ContinueOnEventLoop,
+            // On the pipeline the request runs on the thread pool: its client connection's event loop, from our server's
+            // features (on the direct path the request runs on that loop, which the pool reads itself).
+            EventLoop = head.HttpContext?.Features is Proxy.Server.Features.RequestFeatures features ? features.Exchange.Connection.EventLoop : -1,
             Headers = head.Headers, // the forwarder is done with it: held, not copied
         };
         var call = new NativeBackendCall(pool, request);

@@ -55,6 +55,12 @@ public sealed class ForwarderRequestHead
     /// it): a transport may resume it on the event loop that read the response instead of waking a thread-pool thread.
     /// </summary>
     public bool ContinueOnEventLoop { get; set; }
+
+    /// <summary>
+    /// The client's request on the ASP.NET Core pipeline (null on the direct path): a transport may read the server's
+    /// features from it, such as which event loop serves the client's connection, to keep the backend exchange there.
+    /// </summary>
+    public Microsoft.AspNetCore.Http.HttpContext? HttpContext { get; set; }
 }
 
 /// <summary>Why a native backend exchange failed.</summary>

@@ -63,6 +63,7 @@ internal sealed partial class HttpForwarder
                 Authority = destination.Authority,
                 HasBody = front.HasRequestBody,
                 ContinueOnEventLoop = front.MayContinueOnEventLoop,
+                HttpContext = front.HttpContext,
             };
             if (head.HasBody)
             {

@@ -52,6 +52,11 @@ public sealed class BackendRequest
     /// app's middleware) may run after the wait.
     /// </summary>
     public bool ContinueOnEventLoop { get; set; }
+    /// <summary>
+    /// The event loop (Proxy.Transport's epoll thread) serving the client's connection, or -1 when unknown: a pool that
+    /// keeps connections per event loop serves the exchange on that loop's connections. Without it, the calling thread's.
+    /// </summary>
+    public int EventLoop { get; set; } = -1;
 }
 
 /// <summary>Why a backend exchange failed; the relay maps it to a 502/504 or a client reset.</summary>

@@ -1,6 +1,7 @@
 using Microsoft.AspNetCore.Connections.Features;
 using Microsoft.AspNetCore.Server.Kestrel.Core.Features; // ITlsApplicationProtocolFeature (an interface only).
 using Microsoft.Extensions.Logging;
+using Proxy.Transport.Sockets;
 
 namespace Proxy.Server.Internal;
 
@@ -81,6 +82,7 @@ internal sealed class HttpConnectionHandler(
                 RemoteEndPoint = context.RemoteEndPoint,
                 Metrics = metrics,
                 Scheduler = scheduler,
+                EventLoop = context.Features.Get<IEventLoopFeature>()?.Loop ?? -1,
             };
         }
         var alpn = context.Features.Get<ITlsApplicationProtocolFeature>()?.ApplicationProtocol ?? default;
@@ -97,6 +99,7 @@ internal sealed class HttpConnectionHandler(
             HostName = string.IsNullOrEmpty(handshake.HostName) ? null : handshake.HostName,
             Metrics = metrics,
             Scheduler = scheduler,
+            EventLoop = context.Features.Get<IEventLoopFeature>()?.Loop ?? -1,
         };
     }
 }

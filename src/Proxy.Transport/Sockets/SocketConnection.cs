@@ -11,7 +11,7 @@ namespace Proxy.Transport.Sockets;
 // (Transport) belongs to the connection middleware/protocol above.
 /// <summary>A TCP connection whose <see cref="ConnectionContext.Transport"/> is a pair of pipes pumped to and from a socket.</summary>
 internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature, IConnectionEndPointFeature,
-    IConnectionLifetimeFeature, IConnectionItemsFeature, IConnectionTransportFeature
+    IConnectionLifetimeFeature, IConnectionItemsFeature, IConnectionTransportFeature, IEventLoopFeature
 {
     private static long s_lastId;
 
@@ -64,6 +64,10 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
         _features.Set<IConnectionLifetimeFeature>(this);
         _features.Set<IConnectionItemsFeature>(this);
         _features.Set<IConnectionTransportFeature>(this);
+        if (epoll is not null)
+        {
+            _features.Set<IEventLoopFeature>(this);
+        }
     }
 
     /// <summary>The epoll thread this connection's socket is served by (<see cref="EventLoop.CurrentIndex"/>), or -1 off our engine.</summary>

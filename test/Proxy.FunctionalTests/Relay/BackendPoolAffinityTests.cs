@@ -1,7 +1,15 @@
 using System.Net;
 using System.Net.Sockets;
+using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Connections;
+using Microsoft.Extensions.Configuration;
+using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Logging.Abstractions;
+using Proxy.Forwarding;
+using Proxy.Forwarding.Configuration;
+using Proxy.FunctionalTests.Forwarding;
+using Proxy.FunctionalTests.Hosting;
+using Proxy.Server;
 using Proxy.Protocols.Client;
 using Proxy.Relay;
 using Proxy.Transport.Sockets;
@@ -92,6 +100,70 @@ public sealed class BackendPoolAffinityTests
                 await exchange.DisposeAsync();
             }
         }
+    }
+
+    /// <summary>
+    /// On the pipeline the request runs on the thread pool, so the pool cannot read the event loop from its thread: the
+    /// client connection's loop travels with the request (our server's connection metadata), and each thread's client
+    /// connections get a backend connection of that thread.
+    /// </summary>
+    [Fact]
+    public async Task Pipeline_ClientConnectionsOnTwoEpollThreads_EachThreadGetsItsOwnBackendConnection()
+    {
+        if (!OperatingSystem.IsLinux() || Environment.ProcessorCount < 2)
+        {
+            return;
+        }
+
+        await using var backend = ScriptedHttp2Backend.Start(async c =>
+        {
+            await foreach (var request in c.RequestsAsync())
+            {
+                await c.RespondAsync(request.StreamId, "ok");
+            }
+        });
+        var clientLoops = new System.Collections.Concurrent.ConcurrentDictionary<string, int>();
+        await using var proxy = await TestHost.StartAsync(ServerKind.ProxyServer, app =>
+        {
+            app.Use(async (context, next) =>
+            {
+                clientLoops[context.Request.Path.Value!] = ((Proxy.Server.Features.RequestFeatures)context.Features).Exchange.Connection.EventLoop;
+                await next(context);
+            });
+            app.MapProxyForwarding();
+        }, https: true, configureServices: s => s.Configure<ProxyServerOptions>(o => o.Sockets.Engine = SocketEngine.Epoll), configureBuilder: b =>
+        {
+            b.Configuration.AddInMemoryCollection(new ReverseProxyKeys().NativeRoute("r", "h2", backend.Address.ToString(), h2c: true));
+            b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+        });
+
+        // Client connections take the epoll threads in turn: a few meet both.
+        var clients = new List<HttpClient>();
+        try
+        {
+            for (var i = 0; i < 16 && clientLoops.Values.Distinct().Count() < 2; i++)
+            {
+                var client = RelayProxy.CreateClient(proxy);
+                clients.Add(client);
+                Assert.Equal("ok", await client.GetStringAsync($"/r/{i}").WaitAsync(RelayProxy.Bound));
+            }
+            var loops = clientLoops.Values.Distinct().Order().ToArray();
+            Assert.Equal(2, loops.Length);
+            Assert.All(loops, loop => Assert.InRange(loop, 0, Environment.ProcessorCount - 1));
+
+            var manager = proxy.App.Services.GetRequiredService<ProxyStateManager>();
+            var pool = Assert.Single(((NativeClusterTransport)manager.Current.Clusters["h2"].NativeTransport!).Pools);
+            if (pool.PendingConnect is { } connecting)
+            {
+                await connecting.WaitAsync(RelayProxy.Bound); // the second thread's, opened beside its first request
+            }
+            Assert.Equal(loops, pool.Http2Connections.Select(c => c.Loop).Order());
+        }
+        finally
+        {
+            clients.ForEach(c => c.Dispose());
+        }
+        Assert.Empty(backend.Faults);
     }
 
     private static BackendRequest Request() => new() { Method = "GET", Authority = "backend", PathAndQuery = "/" };
