@@ -144,7 +144,7 @@ internal sealed class BackendPool : IAsyncDisposable
         }
         var connectAttempts = 0;
         var freeSlotRetries = 0;
-        // On an epoll thread, with more than one connection allowed: this thread's own connections first (see Http2Affinity).
+        // On an epoll thread, with more than one connection allowed: this thread's own connections first (see StartConnectForLoop).
         var loop = _settings.EnableMultipleHttp2Connections ? LoopOf(request) : -1;
         while (true)
         {
@@ -255,9 +255,18 @@ internal sealed class BackendPool : IAsyncDisposable
     /// </summary>
     private void StartConnectForLoop(int loop)
     {
-        if (_time.GetTimestamp() < Volatile.Read(ref _affinityRetryAfter))
+        // NOTE: checked without the lock first: under load a thread whose connection is full sends every request here,
+        // and the usual answer (it has one, or a connect is under way) needs no lock.
+        if (Volatile.Read(ref _connecting) is not null || _time.GetTimestamp() < Volatile.Read(ref _affinityRetryAfter))
         {
             return;
+        }
+        foreach (var pooled in _http2)
+        {
+            if (pooled.Transport.Loop == loop && pooled.Connection.IsOpen)
+            {
+                return;
+            }
         }
         lock (_lock)
         {

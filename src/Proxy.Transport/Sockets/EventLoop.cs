@@ -26,7 +26,7 @@ public static class EventLoop
 
     /// <summary>
     /// The calling epoll thread's index in its engine, or -1 on any other thread. A backend connection opened on an epoll
-    /// thread joins that thread (<see cref="SocketConnection.Loop"/>), so a pool that hands a request the connections of
+    /// thread joins that thread (<see cref="Client.BackendTransport.Loop"/>, <see cref="IEventLoopFeature"/>), so a pool that hands a request the connections of
     /// its own thread keeps the request's work, front and back, on one core.
     /// </summary>
     public static int CurrentIndex => Epoll.EpollEngine.CurrentLoop;
