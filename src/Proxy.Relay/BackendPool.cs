@@ -180,7 +180,8 @@ internal sealed class BackendPool : IAsyncDisposable
                     // NOTE: started on the pool, not inline: a connect that completed synchronously would clear
                     // _connecting (in its finally, re-entering this lock) before this assignment, leaving a finished
                     // task here for good and no connection ever opened again.
-                    var forLoop = loop;
+                    // The requester's thread, even for the one connection of a destination without multiple ones.
+                    var forLoop = loop >= 0 ? loop : LoopOf(request);
                     _connecting = Task.Run(() => ConnectHttp2Async(forLoop));
                 }
                 connecting = _connecting;

@@ -50,7 +50,7 @@ public sealed class BackendPoolAffinityTests
             {
                 await connecting.WaitAsync(RelayProxy.Bound);
             }
-            Assert.Equal([loops.A, loops.B], pool.Http2Connections.Select(c => c.Loop).Order());
+            Assert.Equal(new[] { loops.A, loops.B }.Order(), pool.Http2Connections.Select(c => c.Loop).Order());
 
             // The next request on B takes B's connection; one on A still takes A's.
             exchanges.Add((await loops.RunOnAsync(loops.B, () => pool.OpenAsync(Request(), CancellationToken.None))).Exchange);
