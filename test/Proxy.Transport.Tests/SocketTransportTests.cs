@@ -316,6 +316,7 @@ public class EventLoopTests
     {
         var ran = false;
         Assert.False(EventLoop.IsCurrentThread);
+        Assert.Equal(-1, EventLoop.CurrentIndex);
         Assert.False(EventLoop.TryDefer(_ => ran = true, null));
         Assert.False(ran);
     }
@@ -398,7 +399,6 @@ public class EventLoopTests
             Assert.Equal(loop, transport.Loop); // three in a row: taking turns would have spread them
             await transport.DisposeAsync();
         }
-        Assert.Equal(-1, EventLoop.CurrentIndex); // the test's own thread is none of them
         await connection.DisposeAsync();
 
         async Task<(int Loop, List<Proxy.Transport.Client.BackendTransport> Transports)> ConnectFromTheLoopAsync(ValueTask<System.IO.Pipelines.ReadResult> read)

@@ -185,8 +185,9 @@ internal static class HeaderRules
     };
 
     /// <summary>
-    /// How many fields fall in each of 64 buckets of a cheap case-blind hash of the name (its length, first and last
-    /// characters). Two fields of one name always share a bucket; a field alone in its bucket has no namesake.
+    /// Which of 64 buckets of a cheap case-blind hash of the name (its length, first and last characters) hold more than
+    /// one field. Two fields of one name always share a bucket (names are tokens: ASCII, where OrdinalIgnoreCase folds
+    /// only letters, and | 0x20 folds them alike); a field alone in its bucket has no namesake.
     /// </summary>
     private readonly ref struct NameBuckets
     {
