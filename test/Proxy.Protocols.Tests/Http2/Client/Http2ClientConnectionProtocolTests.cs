@@ -37,9 +37,21 @@ public sealed class Http2ClientConnectionProtocolTests
             Backend = Http2TestPeer.Over(server);
         }
 
+        /// <summary>A connection whose writes toward the backend wait in a pipe of <paramref name="toBackend"/>'s thresholds.</summary>
+        public Harness(PipeOptions toBackend)
+        {
+            var (server, client) = InMemoryDuplexPipe.CreatePair(toBackend, PipeOptions.Default);
+            Connection = new Http2ClientConnection(client);
+            Run = Task.Run(() => Connection.RunAsync());
+            BackendTransport = server;
+            Backend = Http2TestPeer.Over(server);
+        }
+
         public Http2ClientConnection Connection { get; }
         public Task Run { get; }
         public Http2TestPeer Backend { get; }
+        /// <summary>The backend's end of the transport (only with the <see cref="PipeOptions"/> constructor).</summary>
+        public InMemoryDuplexPipe? BackendTransport { get; }
 
         /// <summary>
         /// The backend's side of the greeting, then a PING round trip: the client's read loop takes frames in order, so
@@ -548,6 +560,46 @@ public sealed class Http2ClientConnectionProtocolTests
         await second.DisposeAsync();
         await ReadLoopCaughtUpAsync(h, 2);
         Assert.Equal(1, h.Connection.SpareStreamCount);
+    }
+
+    /// <summary>
+    /// A reused stream keeps its last life's send state until the writer loop adopts the new life. A connection lost
+    /// before that must report the new life Refused (its HEADERS never left: the relay retries it elsewhere), not
+    /// ConnectionLost from the last life's HeadersSent (a 502 where a retry was owed). The writer is held in a flush the
+    /// backend never reads.
+    /// </summary>
+    [Fact]
+    public async Task ConnectionLost_BeforeTheWriterTookAReusedStream_TheNewLifeIsRefused()
+    {
+        // Every flush toward the backend waits until the backend has taken all of it.
+        await using var h = new Harness(new PipeOptions(pauseWriterThreshold: 1, resumeWriterThreshold: 1, useSynchronizationContext: false));
+        await h.AcceptAsync();
+
+        var first = h.Open("/first");
+        await h.Backend.ExpectHeadersAsync(1);
+        await h.Backend.SendResponseHeadersAsync(1, 200, endStream: true);
+        await first.ReadResponseHeadAsync(CancellationToken.None);
+        Assert.Equal("", await ReadAllAsync(first));
+        await first.DisposeAsync();
+        await ReadLoopCaughtUpAsync(h, 1);
+        Assert.Equal(1, h.Connection.SpareStreamCount);
+
+        // The writer answers a PING and stays in that flush. NOTE: the backend sees the bytes but examines none of them:
+        // a reader that examined everything would let a paused writer go on (the pipe's guard against a reader that
+        // needs more bytes to make progress).
+        await h.Backend.SendPingAsync(2);
+        var toBackend = h.BackendTransport!.Input;
+        var pending = await toBackend.ReadAsync();
+        Assert.False(pending.Buffer.IsEmpty);
+        toBackend.AdvanceTo(pending.Buffer.Start);
+
+        var second = h.Open("/second");
+        Assert.Same(first, second); // the spare, its send state still its last life's
+        var head = second.ReadResponseHeadAsync(CancellationToken.None).AsTask();
+        h.Connection.Abort();
+
+        var error = await Assert.ThrowsAsync<BackendException>(() => head.WaitAsync(TimeSpan.FromSeconds(30)));
+        Assert.Equal(BackendFailure.Refused, error.Failure);
     }
 
     [Fact]
