@@ -145,7 +145,8 @@ internal sealed class BackendPool : IAsyncDisposable
         var connectAttempts = 0;
         var freeSlotRetries = 0;
         // On an epoll thread, with more than one connection allowed: this thread's own connections first (see StartConnectForLoop).
-        var loop = _settings.EnableMultipleHttp2Connections ? LoopOf(request) : -1;
+        var requestLoop = LoopOf(request);
+        var loop = _settings.EnableMultipleHttp2Connections ? requestLoop : -1;
         while (true)
         {
             foreach (var pooled in _http2)
@@ -180,8 +181,9 @@ internal sealed class BackendPool : IAsyncDisposable
                     // NOTE: started on the pool, not inline: a connect that completed synchronously would clear
                     // _connecting (in its finally, re-entering this lock) before this assignment, leaving a finished
                     // task here for good and no connection ever opened again.
-                    // The requester's thread, even for the one connection of a destination without multiple ones.
-                    var forLoop = loop >= 0 ? loop : LoopOf(request);
+                    // The requester's thread, even for the one connection of a destination without multiple ones. A copy in
+                    // this scope: a lambda over the method's own local would allocate its closure on every call.
+                    var forLoop = requestLoop;
                     _connecting = Task.Run(() => ConnectHttp2Async(forLoop));
                 }
                 connecting = _connecting;
@@ -258,7 +260,8 @@ internal sealed class BackendPool : IAsyncDisposable
     {
         // NOTE: checked without the lock first: under load a thread whose connection is full sends every request here,
         // and the usual answer (it has one, or a connect is under way) needs no lock.
-        if (Volatile.Read(ref _connecting) is not null || _time.GetTimestamp() < Volatile.Read(ref _affinityRetryAfter))
+        var retryAfter = Volatile.Read(ref _affinityRetryAfter);
+        if (Volatile.Read(ref _connecting) is not null || (retryAfter != 0 && _time.GetTimestamp() < retryAfter))
         {
             return;
         }
