@@ -22,6 +22,26 @@ public class BlockMemoryPoolTests
         Assert.Equal(0, pool.RetainedBlocks);
     }
 
+    [Theory]
+    [InlineData(true)]
+    [InlineData(false)]
+    public void Pin_OfAPinnedBlocksSlice_TakesNoGCHandle(bool pinned)
+    {
+        var pool = new BlockMemoryPool(blockSize: 1024, pinned: pinned);
+        using var block = pool.Rent();
+        var slice = ((ReadOnlyMemory<byte>)block.Memory).Slice(100, 200); // as a pipe's segment reaches the socket
+
+        using var handle = slice.Pin();
+
+        // A block of the pinned heap is marked pre-pinned: Pin() only takes its address. An ordinary array needs a
+        // pinned GCHandle (MemoryHandle keeps it in a private field; nothing public tells the two apart).
+        var field = typeof(MemoryHandle).GetField("_handle", System.Reflection.BindingFlags.NonPublic | System.Reflection.BindingFlags.Instance)!;
+        Assert.Equal(!pinned, ((GCHandle)field.GetValue(handle)!).IsAllocated);
+        Assert.True(MemoryMarshal.TryGetArray(slice, out var segment)); // the mark does not disturb the slice
+        Assert.Same(GetArray(block.Memory), segment.Array);
+        Assert.Equal((100, 200), (segment.Offset, segment.Count));
+    }
+
     [Fact]
     public void Rent_SeveralKept_LastReturnedComesFirst()
     {

@@ -1,3 +1,5 @@
+using System.Runtime.InteropServices;
+
 namespace Proxy.Transport.Buffers;
 
 // Thread-safe: any thread rents, any thread returns (by disposing the block it rented).
@@ -177,7 +179,7 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
         // A pinned pool allocates on the pinned object heap: sockets pin output buffers for every send anyway, and
         // pinning long-lived blocks in the ordinary heap would fragment it. Stream pipes' blocks are never handed to a
         // socket, so their pool (StreamDefault) allocates ordinary arrays the GC can compact and collect young.
-        return new Block(this, GC.AllocateUninitializedArray<byte>(_blockSize, pinned: _pinned));
+        return new Block(this, GC.AllocateUninitializedArray<byte>(_blockSize, pinned: _pinned), _pinned);
     }
 
     private void Return(Block block)
@@ -228,11 +230,16 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
 
     // Owned by its renter between Rent and Dispose, then by the pool.
     /// <summary>A block is its own owner, so renting a kept block allocates nothing.</summary>
-    private sealed class Block(BlockMemoryPool pool, byte[] array) : IMemoryOwner<byte>
+    private sealed class Block(BlockMemoryPool pool, byte[] array, bool pinned) : IMemoryOwner<byte>
     {
         private int _leased = 1;
 
-        public Memory<byte> Memory => array;
+        // NOTE: a block of the pinned heap is handed out as pre-pinned memory (CreateFromPinnedArray): its slices keep
+        // the mark, so Pin() (the socket's send pins every segment it gathers) takes the address instead of allocating a
+        // pinned GCHandle and freeing it after the send. Those handles were 1-2% of the proxy's CPU on large bodies.
+        private readonly Memory<byte> _memory = pinned ? MemoryMarshal.CreateFromPinnedArray(array, 0, array.Length) : array;
+
+        public Memory<byte> Memory => _memory;
 
         public void Lease() => Volatile.Write(ref _leased, 1);
 
