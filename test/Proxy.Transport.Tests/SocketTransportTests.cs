@@ -1,4 +1,5 @@
 using System.Buffers;
+using System.IO.Pipelines;
 using System.Net;
 using System.Net.Sockets;
 using System.Text;
@@ -365,6 +366,111 @@ public class EventLoopTests
             }, null);
             steps.Enqueue("continuation");
             return (onLoop, deferred, Environment.CurrentManagedThreadId);
+        }
+    }
+
+    /// <summary>
+    /// A raw connected pair whose accepted side already holds <paramref name="queued"/> bytes from the peer (and its FIN
+    /// when <paramref name="thenFinish"/>), wrapped in an epoll SocketConnection that is not started yet.
+    /// </summary>
+    private static async Task<(Socket Peer, SocketConnection Connection, byte[] Sent)> QueuedBeforeStartAsync(int queued, bool thenFinish)
+    {
+        using var listen = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
+        listen.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        listen.Listen();
+        var peer = await Net.ConnectAsync(listen.LocalEndPoint!);
+        var accepted = await listen.AcceptAsync();
+        var sent = new byte[queued];
+        new Random(queued).NextBytes(sent);
+        await peer.SendAsync(sent);
+        if (thenFinish)
+        {
+            peer.Shutdown(SocketShutdown.Send);
+        }
+        // Every byte is in the accepted socket's queue before anything reads it.
+        while (accepted.Available < queued)
+        {
+            await Task.Delay(5);
+        }
+
+        var options = new SocketTransportOptions { Engine = SocketEngine.Epoll, InlineScheduling = true };
+        var epoll = Proxy.Transport.Sockets.Epoll.EpollSocket.Attach(accepted, SocketConnectionListener.EngineFor(options)!);
+        return (peer, new SocketConnection(accepted, options, epoll: epoll), sent);
+    }
+
+    /// <summary>
+    /// Starts <paramref name="connection"/> with a read already waiting, and returns (and consumes) what the receive loop's
+    /// first flush gave it. ConfigureAwait(false): with inline scheduling the continuation runs inside that flush, so it
+    /// sees nothing a later receive added.
+    /// </summary>
+    private static Task<byte[]> FirstFlushAsync(SocketConnection connection)
+    {
+        var input = connection.Transport.Input;
+        var captured = CaptureAsync(input); // its continuation is registered before the loop starts (Start runs it at once)
+        connection.Start();
+        return captured;
+
+        static async Task<byte[]> CaptureAsync(PipeReader input)
+        {
+            var first = await input.ReadAsync().ConfigureAwait(false);
+            var bytes = first.Buffer.ToArray();
+            input.AdvanceTo(first.Buffer.End);
+            return bytes;
+        }
+    }
+
+    [Fact]
+    public async Task Receive_ManyBytesWaiting_ReachTheProtocolInOneBatch()
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            return; // no epoll engine
+        }
+
+        var (peer, connection, sent) = await QueuedBeforeStartAsync(80 * 1024, thenFinish: false);
+        using (peer)
+        {
+            var input = connection.Transport.Input;
+            var first = await FirstFlushAsync(connection).WaitAsync(Net.Patience);
+            // A receive of one block (16 KiB) at a time would flush 16 KiB.
+            Assert.InRange(first.Length, SocketConnection.MaxReceiveBatch, sent.Length);
+
+            var received = new MemoryStream();
+            received.Write(first);
+            while (received.Length < sent.Length)
+            {
+                var result = await input.ReadAsync().AsTask().WaitAsync(Net.Patience);
+                foreach (var segment in result.Buffer)
+                {
+                    received.Write(segment.Span);
+                }
+                input.AdvanceTo(result.Buffer.End);
+            }
+            Assert.Equal(sent, received.ToArray());
+            await connection.DisposeAsync();
+        }
+    }
+
+    [Fact]
+    public async Task Receive_BatchEndingInFin_DataReachesTheProtocolThenInputCompletes()
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            return; // no epoll engine
+        }
+
+        var (peer, connection, sent) = await QueuedBeforeStartAsync(40 * 1024, thenFinish: true);
+        using (peer)
+        {
+            var input = connection.Transport.Input;
+            var first = await FirstFlushAsync(connection).WaitAsync(Net.Patience);
+            Assert.Equal(sent, first); // the whole batch, FIN met within it
+
+            var last = await input.ReadAsync().AsTask().WaitAsync(Net.Patience);
+            Assert.True(last.IsCompleted);
+            Assert.True(last.Buffer.IsEmpty);
+            input.AdvanceTo(last.Buffer.End);
+            await connection.DisposeAsync();
         }
     }
 

@@ -123,6 +123,24 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
                     {
                         continue; // Nothing after all (an event for bytes an earlier receive took).
                     }
+                    if (received > 0 && !epoll.ReadDrained)
+                    {
+                        // The buffer filled, so more may be waiting: take it before the protocol runs (see ReceiveBatch).
+                        writer.Advance(received);
+                        _io?.Received(received);
+                        var (finished, failure) = ReceiveBatch(epoll, writer, received);
+                        var batchFlush = await writer.FlushAsync().ConfigureAwait(false);
+                        if (failure is not null)
+                        {
+                            // What came before the failure went to the protocol first, as it would have read by read.
+                            System.Runtime.ExceptionServices.ExceptionDispatchInfo.Throw(failure);
+                        }
+                        if (finished || batchFlush.IsCompleted || batchFlush.IsCanceled)
+                        {
+                            break; // FIN from the peer, or the protocol stopped reading.
+                        }
+                        continue;
+                    }
                 }
                 else
                 {
@@ -157,6 +175,42 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
             error ??= _abortReason;
             writer.Complete(error);
             SignalClosed();
+        }
+    }
+
+    /// <summary>Most bytes the receive loop takes from the socket before the protocol reads them (see <see cref="ReceiveBatch"/>).</summary>
+    internal const int MaxReceiveBatch = 64 * 1024;
+
+    /// <summary>
+    /// After a receive that filled its buffer: receives again, without waiting, while the socket has more and the batch
+    /// is under <see cref="MaxReceiveBatch"/>. Returns whether the peer's end (FIN) was met, and the failure that
+    /// stopped it, if any (thrown by the caller after the batch was flushed).
+    /// </summary>
+    /// <remarks>
+    /// NOTE: a 100 KB response arrived in 7 receives of up to 16 KiB (a block), and each went through the protocol on
+    /// its own: the relay copied and sent 7 pieces, and woke its client for most of them. Read in one batch, the
+    /// protocol runs once per 64 KiB: the same receive calls, a third of the relay's turns, sends and wakeups.
+    /// </remarks>
+    private (bool Finished, Exception? Failure) ReceiveBatch(EpollSocket epoll, PipeWriter writer, int batched)
+    {
+        try
+        {
+            while (!epoll.ReadDrained && batched < MaxReceiveBatch)
+            {
+                var received = epoll.Receive(writer.GetMemory(_minReceive).Span);
+                if (received <= 0)
+                {
+                    return (received == 0, null); // 0: FIN; -1: the socket is empty after all
+                }
+                writer.Advance(received);
+                _io?.Received(received);
+                batched += received;
+            }
+            return (false, null);
+        }
+        catch (Exception e) when (e is SocketException or ObjectDisposedException)
+        {
+            return (false, e);
         }
     }
 
