@@ -43,6 +43,19 @@ public class BlockMemoryPoolTests
     }
 
     [Fact]
+    public void InputDefault_ReceiveSizedRentsGet16KiB_TheRestOfABatch64KiB()
+    {
+        var pool = BlockMemoryPool.InputDefault;
+        using var receive = pool.Rent(8 * 1024); // SocketTransportOptions.MinReceiveBufferSize
+        using var rest = pool.Rent(48 * 1024);   // what a batch's second receive asks for
+
+        Assert.Equal(16 * 1024, receive.Memory.Length);
+        Assert.Equal(BlockMemoryPool.LargeInputBlockSize, rest.Memory.Length);
+        Assert.Equal(BlockMemoryPool.LargeInputBlockSize, pool.MaxBufferSize); // a pipe asks the pool, not ArrayPool, for it
+        Assert.Same(pool, new Proxy.Transport.Sockets.SocketTransportOptions().InputMemoryPool);
+    }
+
+    [Fact]
     public void Rent_SeveralKept_LastReturnedComesFirst()
     {
         var pool = new BlockMemoryPool(blockSize: 1024);

@@ -104,6 +104,7 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
     {
         Exception? error = null;
         var writer = _input.Writer;
+        var continuing = false; // the last batch stopped at MaxReceiveBatch, the socket not drained
         try
         {
             while (true)
@@ -118,7 +119,10 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
                     {
                         await epoll.WaitReadableAsync().ConfigureAwait(false);
                     }
-                    received = epoll.Receive(writer.GetMemory(_minReceive).Span);
+                    // After a batch that stopped at its bound with bytes still waiting, the next one starts with a
+                    // receive of the whole bound (a large block of InputDefault) rather than one block.
+                    received = continuing ? ReceiveUpTo(epoll, writer, MaxReceiveBatch) : epoll.Receive(writer.GetMemory(_minReceive).Span);
+                    continuing = false;
                     if (received < 0)
                     {
                         continue; // Nothing after all (an event for bytes an earlier receive took).
@@ -139,6 +143,7 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
                         {
                             break; // FIN from the peer, or the protocol stopped reading.
                         }
+                        continuing = !epoll.ReadDrained;
                         continue;
                     }
                 }
@@ -197,7 +202,8 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
         {
             while (!epoll.ReadDrained && batched < MaxReceiveBatch)
             {
-                var received = epoll.Receive(writer.GetMemory(_minReceive).Span);
+                // The rest of the batch in one receive where the pool has a block that large (InputDefault's 64 KiB).
+                var received = ReceiveUpTo(epoll, writer, Math.Max(_minReceive, MaxReceiveBatch - batched));
                 if (received <= 0)
                 {
                     return (received == 0, null); // 0: FIN; -1: the socket is empty after all
@@ -212,6 +218,13 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
         {
             return (false, e);
         }
+    }
+
+    /// <summary>One receive of at most <paramref name="wanted"/> bytes, into a block of at least that size when the pool has one.</summary>
+    private static int ReceiveUpTo(EpollSocket epoll, PipeWriter writer, int wanted)
+    {
+        var span = writer.GetMemory(wanted).Span;
+        return epoll.Receive(span.Length > wanted ? span[..wanted] : span);
     }
 
     private async Task SendLoopAsync()

@@ -44,7 +44,7 @@ public sealed class SocketTransportOptions
     /// <see cref="WaitForDataBeforeAllocatingBuffer"/> an idle connection holds no block, so a pooled 16 KiB block costs
     /// nothing while idle.
     /// </summary>
-    public MemoryPool<byte> InputMemoryPool { get; set; } = BlockMemoryPool.Default;
+    public MemoryPool<byte> InputMemoryPool { get; set; } = BlockMemoryPool.InputDefault;
 
     /// <summary>Smallest buffer the receive loop asks the pool for.</summary>
     public int MinReceiveBufferSize { get; set; } = 8 * 1024;
