@@ -9,16 +9,19 @@ namespace Proxy.Protocols.Http1;
 /// from the transport into a small bounded pipe the app reads from. The pump only reads the
 /// transport when the app has room, so a slow app pushes back on the client (TCP flow control).
 ///
-/// NOTE: decoded bytes are copied once into the inner pipe. Handing out transport slices directly
-/// would save the copy but gives a reader that examines without consuming (e.g. a JSON parser
-/// waiting for a whole token) no way to see past a chunk boundary. TODO(http1-perf): zero-copy
-/// path for Content-Length bodies.
+/// NOTE: a chunked body's decoded bytes are copied once into the inner pipe: handing out transport
+/// slices would give a reader that examines without consuming (e.g. a JSON parser waiting for a whole
+/// token) no way to see past a chunk boundary. A Content-Length body has no boundaries inside it, so it
+/// is read without pump, pipe or copy: reads return slices of the transport's input, cut at the body's
+/// end, and consuming them consumes the input ("direct" below). That path cost a forwarded 1 KB POST
+/// about 4 µs of CPU and 3.3 KB of allocations (a Pipe per request, its 4 KiB arrays, the pump).
 ///
 /// After the body ends the pump keeps a read pending on the transport, so a client that closes
 /// the connection mid-response fires <see cref="HttpExchange.RequestAborted"/> (SSE). It stops at
 /// the first byte of a pipelined request, which it leaves unread.
 /// </summary>
-// Owned by the app (reader side) and the pump task (transport side); they meet only in the inner pipe.
+// Owned by the app (reader side) and the pump task (transport side); they meet only in the inner pipe. Direct
+// (Content-Length): the app reads the transport itself until the body's end, then the disconnect watch takes over.
 internal sealed class Http1RequestBody : PipeReader
 {
     private static readonly PipeOptions s_innerOptions = new(
@@ -27,7 +30,8 @@ internal sealed class Http1RequestBody : PipeReader
     private readonly Http1Connection _connection;
     private readonly Http1Exchange _exchange;
     private readonly Http1BodyFraming _framing;
-    private readonly Pipe _inner = new(s_innerOptions);
+    private readonly bool _direct;
+    private Pipe? _innerPipe;             // chunked only
     private readonly IHttp1FieldSink _trailerSink;
     private Http1ChunkedDecoder _chunked;
     private long _remaining;
@@ -35,6 +39,12 @@ internal sealed class Http1RequestBody : PipeReader
     private volatile bool _discard;
     private long _discardBudget; // the pump's: set at construction, spent only by the pump
     private bool _appCompleted;
+    // Direct: the app's side.
+    private bool _started;                // the first read happened (100 Continue sent when asked for)
+    private ReadOnlySequence<byte> _last; // the slice the last read returned
+    private bool _inputHeld;              // the input awaits an AdvanceTo for _last
+    private bool _lastIsWhole;            // _last holds the rest of the body
+    private volatile bool _appCancel;     // the app called CancelPendingRead
 
     public Http1RequestBody(Http1Connection connection, Http1Exchange exchange, in Http1RequestHead head, IHttp1FieldSink trailerSink)
     {
@@ -47,8 +57,14 @@ internal sealed class Http1RequestBody : PipeReader
         // when the app completes the body early).
         _discardBudget = connection.MaxRequestBodyDrainSize;
         _trailerSink = trailerSink;
+        _direct = head.Framing == Http1BodyFraming.ContentLength;
         Debug.Assert(_framing != Http1BodyFraming.None, "A request without a body reads Http1EmptyRequestBody.");
     }
+
+    private Pipe Inner => _innerPipe ??= new Pipe(s_innerOptions);
+
+    /// <summary>The body went through the inner pipe (chunked), not straight from the transport (tests).</summary>
+    internal bool UsedInnerPipe => _innerPipe is not null;
 
     /// <summary>True once the whole body has been read off the transport.</summary>
     public bool IsBodyComplete => _framing == Http1BodyFraming.None || (_framing == Http1BodyFraming.ContentLength ? _remaining == 0 : _chunked.IsComplete);
@@ -56,41 +72,82 @@ internal sealed class Http1RequestBody : PipeReader
     /// <summary>The framing error that ended the body, if any; the connection answers it with its status.</summary>
     public Http1ParseException? FramingError { get; private set; }
 
-    public bool PumpStarted => _pump is not null;
+    public bool PumpStarted => _direct ? _started : _pump is not null;
 
-    public override async ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
+    public override ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
+    {
+        if (_direct)
+        {
+            return ReadDirectAsync(cancellationToken);
+        }
+        return ReadInnerAsync(cancellationToken);
+    }
+
+    private async ValueTask<ReadResult> ReadInnerAsync(CancellationToken cancellationToken)
     {
         await EnsureStartedAsync(cancellationToken).ConfigureAwait(false);
-        return await _inner.Reader.ReadAsync(cancellationToken).ConfigureAwait(false);
+        return await Inner.Reader.ReadAsync(cancellationToken).ConfigureAwait(false);
     }
 
     public override bool TryRead(out ReadResult result)
     {
+        if (_direct)
+        {
+            return TryReadDirect(out result);
+        }
         if (_pump is null && _framing != Http1BodyFraming.None)
         {
             // Starting needs an await (100 Continue); the next ReadAsync will do it.
             result = default;
             return false;
         }
-        return _inner.Reader.TryRead(out result);
+        return Inner.Reader.TryRead(out result);
     }
 
-    public override void AdvanceTo(SequencePosition consumed) => _inner.Reader.AdvanceTo(consumed);
+    public override void AdvanceTo(SequencePosition consumed) => AdvanceTo(consumed, consumed);
 
-    public override void AdvanceTo(SequencePosition consumed, SequencePosition examined) => _inner.Reader.AdvanceTo(consumed, examined);
+    public override void AdvanceTo(SequencePosition consumed, SequencePosition examined)
+    {
+        if (_direct)
+        {
+            AdvanceDirect(consumed, examined);
+            return;
+        }
+        Inner.Reader.AdvanceTo(consumed, examined);
+    }
 
-    public override void CancelPendingRead() => _inner.Reader.CancelPendingRead();
+    public override void CancelPendingRead()
+    {
+        if (_direct)
+        {
+            // The input is shared with the connection: a cancel that finds no read of the app's pending is a stray one
+            // for whoever reads next, and the connection's readers skip those (Http1Connection.IsStrayCancel).
+            _appCancel = true;
+            _connection.Input.CancelPendingRead();
+            return;
+        }
+        Inner.Reader.CancelPendingRead();
+    }
 
     public override void Complete(Exception? exception = null)
     {
         _appCompleted = true;
         _discard = true;
-        _inner.Reader.Complete(exception);
+        if (_direct)
+        {
+            if (_inputHeld)
+            {
+                _inputHeld = false;
+                _connection.Input.AdvanceTo(_last.Start);
+            }
+            return;
+        }
+        Inner.Reader.Complete(exception);
     }
 
     private ValueTask EnsureStartedAsync(CancellationToken cancellationToken)
     {
-        if (_pump is not null || _framing == Http1BodyFraming.None)
+        if ((_direct ? _started : _pump is not null) || _framing == Http1BodyFraming.None)
         {
             return ValueTask.CompletedTask;
         }
@@ -101,7 +158,141 @@ internal sealed class Http1RequestBody : PipeReader
     {
         // RFC 9110 §10.1.1: the server sends 100 (Continue) before reading the body the client is holding back.
         await _exchange.SendContinueIfExpectedAsync(cancellationToken).ConfigureAwait(false);
+        if (_direct)
+        {
+            _started = true;
+            return;
+        }
         _pump ??= PumpAsync();
+    }
+
+    // Direct (Content-Length): reads are slices of the transport's input, cut at the body's end.
+
+    private async ValueTask<ReadResult> ReadDirectAsync(CancellationToken cancellationToken)
+    {
+        if (_appCompleted || _inputHeld)
+        {
+            throw new InvalidOperationException(_appCompleted ? "The request body reader was completed." : "AdvanceTo was not called after the previous read.");
+        }
+        if (!_started)
+        {
+            await StartAsync(cancellationToken).ConfigureAwait(false);
+        }
+        while (true)
+        {
+            if (_remaining == 0)
+            {
+                return new ReadResult(default, isCanceled: false, isCompleted: true);
+            }
+            ReadResult result;
+            try
+            {
+                result = await _connection.Input.ReadAsync(cancellationToken).ConfigureAwait(false);
+            }
+            catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+            {
+                throw;
+            }
+            catch (Exception)
+            {
+                // The transport failed (a reset connection): the client is gone. RequestAborted before the read's fault.
+                _exchange.OnClientDisconnected();
+                throw;
+            }
+            if (TakeDirect(result, out var taken))
+            {
+                return taken;
+            }
+        }
+    }
+
+    private bool TryReadDirect(out ReadResult result)
+    {
+        if (_appCompleted || _inputHeld || !_started)
+        {
+            // Starting needs an await (100 Continue); the next ReadAsync will do it.
+            result = default;
+            return false;
+        }
+        if (_remaining == 0)
+        {
+            result = new ReadResult(default, isCanceled: false, isCompleted: true);
+            return true;
+        }
+        if (!_connection.Input.TryRead(out var read))
+        {
+            result = default;
+            return false;
+        }
+        return TakeDirect(read, out result);
+    }
+
+    /// <summary>One read of the input: true with what to return to the app; false for a stray cancel (read again).</summary>
+    private bool TakeDirect(in ReadResult read, out ReadResult result)
+    {
+        var buffer = read.Buffer;
+        if (read.IsCanceled)
+        {
+            _connection.Input.AdvanceTo(buffer.Start);
+            if (_connection.IsAborted)
+            {
+                throw new IOException("The request was aborted.");
+            }
+            if (_appCancel)
+            {
+                _appCancel = false;
+                result = new ReadResult(default, isCanceled: true, isCompleted: false);
+                return true;
+            }
+            result = default;
+            return false; // meant for a reader that had already finished
+        }
+        if (buffer.Length >= _remaining)
+        {
+            _last = buffer.Slice(0, _remaining);
+            _lastIsWhole = true;
+        }
+        else if (read.IsCompleted)
+        {
+            _connection.Input.AdvanceTo(buffer.Start);
+            _exchange.OnClientDisconnected();
+            throw new IOException("Unexpected end of request content.");
+        }
+        else
+        {
+            _last = buffer;
+            _lastIsWhole = false;
+        }
+        _inputHeld = true;
+        result = new ReadResult(_last, isCanceled: false, isCompleted: _lastIsWhole);
+        return true;
+    }
+
+    private void AdvanceDirect(SequencePosition consumed, SequencePosition examined)
+    {
+        if (!_inputHeld)
+        {
+            return; // after a result we made up (the end of the body, a cancel): nothing of the input is held
+        }
+        _inputHeld = false;
+        var taken = _last.Slice(_last.Start, consumed).Length;
+        _remaining -= taken;
+        if (_lastIsWhole)
+        {
+            // NOTE: the rest of the body is in hand, so there is nothing more to wait for: "examined" is not passed on.
+            // A reader that examined it all without consuming (waiting to see the whole body) reads it again at once
+            // rather than waiting for bytes that belong to the next request.
+            _connection.Input.AdvanceTo(consumed);
+        }
+        else
+        {
+            _connection.Input.AdvanceTo(consumed, examined);
+        }
+        if (_remaining == 0 && !_appCompleted)
+        {
+            // The body is read: watch for the client closing while the app still responds, as the pump does.
+            _pump ??= MonitorAsync();
+        }
     }
 
     /// <summary>
@@ -146,8 +337,9 @@ internal sealed class Http1RequestBody : PipeReader
 
     private async Task PumpAsync()
     {
-        // Step 1: move the body from the transport to the app (or discard it once the app is done).
-        var writer = _inner.Writer;
+        // Step 1: move the body from the transport to the app (or discard it once the app is done). Direct: only ever
+        // run to discard what the app left (DrainAsync).
+        var writer = _direct ? null : Inner.Writer;
         try
         {
             while (!IsBodyComplete)
@@ -157,7 +349,7 @@ internal sealed class Http1RequestBody : PipeReader
                 {
                     // Abort or drain timeout: the connection will close.
                     _connection.Input.AdvanceTo(result.Buffer.Start);
-                    writer.Complete(new IOException("The request was aborted."));
+                    writer?.Complete(new IOException("The request was aborted."));
                     return;
                 }
                 var buffer = result.Buffer;
@@ -170,7 +362,7 @@ internal sealed class Http1RequestBody : PipeReader
                 {
                     _connection.Input.AdvanceTo(buffer.Start, buffer.End);
                     FramingError = ex;
-                    writer.Complete(ex);
+                    writer?.Complete(ex);
                     return;
                 }
                 // Mark everything examined only when we need more bytes: once the body is done, what
@@ -187,15 +379,15 @@ internal sealed class Http1RequestBody : PipeReader
                 {
                     // The client went away mid-body.
                     _exchange.OnClientDisconnected();
-                    writer.Complete(new IOException("Unexpected end of request content."));
+                    writer?.Complete(new IOException("Unexpected end of request content."));
                     return;
                 }
                 if (_discard && _discardBudget < 0)
                 {
-                    writer.Complete();
+                    writer?.Complete();
                     return;
                 }
-                if (!_discard)
+                if (!_discard && writer is not null)
                 {
                     var flush = await writer.FlushAsync().ConfigureAwait(false);
                     if (flush.IsCompleted)
@@ -204,13 +396,13 @@ internal sealed class Http1RequestBody : PipeReader
                     }
                 }
             }
-            writer.Complete();
+            writer?.Complete();
         }
         catch (Exception ex)
         {
             // The transport failed (a reset connection): the client is gone. RequestAborted before the body's fault.
             _exchange.OnClientDisconnected();
-            writer.Complete(ex);
+            writer?.Complete(ex);
             throw;
         }
 

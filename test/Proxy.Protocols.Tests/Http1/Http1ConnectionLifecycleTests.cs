@@ -1,3 +1,4 @@
+using System.Buffers;
 using System.IO.Pipelines;
 using System.Text;
 using Proxy.Protocols.Http1;
@@ -235,6 +236,180 @@ public class Http1ConnectionLifecycleTests
 
         Assert.Equal("/1", (await h.ReadResponseAsync()).Body);
         Assert.Equal("/2", (await h.ReadResponseAsync()).Body);
+    }
+
+    [Fact]
+    public async Task ContentLengthBody_ExaminedWholeWithoutConsuming_ReadAgainAtOnce_PipelinedNextServed()
+    {
+        // As the relay's prebuffer does: look at the whole body without consuming it, then read it for real. The body's
+        // end is known, so the second read must not wait for bytes (those would be the next request's).
+        await using var h = new Http1Harness(async e =>
+        {
+            var peek = await e.RequestBody.ReadAsync();
+            Assert.True(peek.IsCompleted);
+            e.RequestBody.AdvanceTo(peek.Buffer.Start, peek.Buffer.End);
+            var read = await e.RequestBody.ReadAsync().AsTask().WaitAsync(Guard);
+            Assert.True(read.IsCompleted);
+            var body = Encoding.ASCII.GetString(read.Buffer.ToArray());
+            e.RequestBody.AdvanceTo(read.Buffer.End);
+            var end = await e.RequestBody.ReadAsync(); // past the end: completed, nothing of the next request
+            Assert.True(end.IsCompleted);
+            Assert.True(end.Buffer.IsEmpty);
+            e.RequestBody.AdvanceTo(end.Buffer.End);
+            Assert.False(((Http1RequestBody)e.RequestBody).UsedInnerPipe); // slices of the transport's input, no copy
+            await e.WriteAsync(e.RawTarget + ":" + body);
+        });
+        await h.SendAsync("POST /1 HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n0123456789GET /2 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc");
+
+        Assert.Equal("/1:0123456789", (await h.ReadResponseAsync()).Body);
+        Assert.Equal("/2:abc", (await h.ReadResponseAsync()).Body);
+    }
+
+    [Fact]
+    public async Task ContentLengthBody_ArrivingInPieces_ReadWhole()
+    {
+        var bodyRead = new TaskCompletionSource<string>(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            var text = new StringBuilder();
+            while (true)
+            {
+                var result = await e.RequestBody.ReadAsync();
+                text.Append(Encoding.ASCII.GetString(result.Buffer.ToArray()));
+                e.RequestBody.AdvanceTo(result.Buffer.End);
+                if (result.IsCompleted)
+                {
+                    break;
+                }
+            }
+            bodyRead.SetResult(text.ToString());
+            await e.WriteAsync("ok");
+        });
+        await h.SendAsync("POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 12\r\n\r\nhello ");
+        Assert.False(bodyRead.Task.IsCompleted);
+        await h.SendAsync("world!");
+
+        Assert.Equal("hello world!", await bodyRead.Task.WaitAsync(Guard));
+        Assert.Equal("ok", (await h.ReadResponseAsync()).Body);
+    }
+
+    [Fact]
+    public async Task ContentLengthBody_ClientClosesMidBody_ReadFailsAndRequestAborted()
+    {
+        var failure = new TaskCompletionSource<Exception>(TaskCreationOptions.RunContinuationsAsynchronously);
+        var firstRead = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        HttpExchange? exchange = null;
+        await using var h = new Http1Harness(async e =>
+        {
+            exchange = e;
+            try
+            {
+                while (true)
+                {
+                    var result = await e.RequestBody.ReadAsync();
+                    e.RequestBody.AdvanceTo(result.Buffer.End);
+                    firstRead.TrySetResult();
+                    if (result.IsCompleted)
+                    {
+                        break;
+                    }
+                }
+            }
+            catch (Exception ex)
+            {
+                failure.SetResult(ex);
+            }
+        });
+        await h.SendAsync("POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\npart");
+        await firstRead.Task.WaitAsync(Guard);
+
+        h.CloseClient();
+
+        Assert.IsType<IOException>(await failure.Task.WaitAsync(Guard));
+        Assert.True(exchange!.RequestAborted.IsCancellationRequested);
+        await h.Processing.WaitAsync(Guard);
+    }
+
+    [Fact]
+    public async Task ContentLengthBody_ReadWhole_ThenClientCloses_RequestAbortedFires()
+    {
+        // After the body the connection watches for the client leaving while the app still responds (SSE after a POST).
+        var aborted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var bodyDone = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            e.RequestAborted.Register(() => aborted.TrySetResult());
+            var result = await e.RequestBody.ReadAsync();
+            Assert.True(result.IsCompleted);
+            e.RequestBody.AdvanceTo(result.Buffer.End);
+            await e.WriteAsync("data: hello\n\n");
+            await e.ResponseBody.FlushAsync();
+            bodyDone.SetResult();
+            await aborted.Task;
+        });
+        await h.SendAsync("POST /sse HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello");
+        await bodyDone.Task.WaitAsync(Guard);
+        Assert.False(aborted.Task.IsCompleted);
+
+        h.CloseClient();
+
+        await aborted.Task.WaitAsync(Guard);
+        await h.Processing.WaitAsync(Guard);
+    }
+
+    [Fact]
+    public async Task ContentLengthBody_AbortWhileReadWaits_ReadThrows()
+    {
+        var waiting = new TaskCompletionSource<HttpExchange>(TaskCreationOptions.RunContinuationsAsynchronously);
+        var failure = new TaskCompletionSource<Exception?>(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            var first = await e.RequestBody.ReadAsync();
+            e.RequestBody.AdvanceTo(first.Buffer.End);
+            var pending = e.RequestBody.ReadAsync(); // the rest is not sent
+            waiting.SetResult(e);
+            try
+            {
+                await pending;
+                failure.SetResult(null);
+            }
+            catch (Exception ex)
+            {
+                failure.SetResult(ex);
+            }
+        });
+        await h.SendAsync("POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\npart");
+        var exchange = await waiting.Task.WaitAsync(Guard);
+
+        exchange.Abort(0);
+
+        Assert.IsType<IOException>(await failure.Task.WaitAsync(Guard));
+        await h.Processing.WaitAsync(Guard);
+    }
+
+    [Fact]
+    public async Task ContentLengthBody_AppCancelsItsPendingRead_GetsACanceledResult()
+    {
+        var waiting = new TaskCompletionSource<HttpExchange>(TaskCreationOptions.RunContinuationsAsynchronously);
+        var canceled = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            var first = await e.RequestBody.ReadAsync();
+            e.RequestBody.AdvanceTo(first.Buffer.End);
+            var pending = e.RequestBody.ReadAsync();
+            waiting.SetResult(e);
+            var result = await pending;
+            canceled.SetResult(result.IsCanceled);
+            e.RequestBody.AdvanceTo(result.Buffer.End);
+            await e.WriteAsync("stopped");
+        });
+        await h.SendAsync("POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\npart");
+        var exchange = await waiting.Task.WaitAsync(Guard);
+
+        exchange.RequestBody.CancelPendingRead();
+
+        Assert.True(await canceled.Task.WaitAsync(Guard));
+        Assert.Equal("stopped", (await h.ReadResponseAsync()).Body);
     }
 
     [Fact]

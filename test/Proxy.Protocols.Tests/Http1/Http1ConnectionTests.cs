@@ -106,6 +106,7 @@ public class Http1ConnectionTests
         {
             await Echo(e);
             trailer = e.RequestTrailers.Get("X-Sum");
+            Assert.True(((Http1RequestBody)e.RequestBody).UsedInnerPipe); // chunk boundaries: decoded into the inner pipe
         });
         await h.SendAsync("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n");
         await h.SendAsync("6\r\n world\r\n0\r\nX-Sum: 11\r\n\r\n");
