@@ -84,4 +84,46 @@ public sealed class BackendGoAwayTests
         Assert.Equal(first.AllPaths.Except(first.AnsweredPaths).Order(), laterPaths.Order());
         Assert.Empty(backend.Faults);
     }
+
+    [Fact]
+    public async Task GoAway_BeforeAPostWasProcessed_TheBodyIsSentAgainWholeOnANewConnection()
+    {
+        // The body is kept (a pooled copy) until the response head arrives: a request the backend refused unprocessed
+        // goes again with every byte, and the copy is not reused for another request meanwhile.
+        var first = new TaskCompletionSource<int>(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var backend = ScriptedHttp2Backend.Start(async connection =>
+        {
+            if (connection.Index > 1)
+            {
+                await foreach (var request in connection.RequestsAsync())
+                {
+                    var body = await connection.RequestBodyAsync(request.StreamId);
+                    await connection.RespondAsync(request.StreamId, $"{body.Length}:{Convert.ToHexString(System.Security.Cryptography.SHA256.HashData(body))}");
+                }
+
+                return;
+            }
+
+            // The first connection takes the whole request, then says it processed nothing (GOAWAY last id 0).
+            var only = await connection.NextRequestAsync();
+            var seen = await connection.RequestBodyAsync(only.StreamId);
+            await connection.Peer.SendGoAwayAsync(0, Http2ErrorCode.NoError);
+            connection.CloseTcp(abortive: false);
+            first.TrySetResult(seen.Length);
+        });
+        var outcomes = new ForwardingOutcomes();
+        await using var proxy = await RelayProxy.StartAsync(new ReverseProxyKeys().NativeRoute("goaway", "h2", backend.Address.ToString(), h2c: true), outcomes);
+        using var client = RelayProxy.CreateClient(proxy);
+        var sent = new byte[3000];
+        new Random(3000).NextBytes(sent);
+
+        using var response = await client.PostAsync("/goaway/post", new ByteArrayContent(sent)).WaitAsync(RelayProxy.Bound);
+        var answer = await response.Content.ReadAsStringAsync();
+
+        Assert.Equal(sent.Length, await first.Task.WaitAsync(RelayProxy.Bound)); // the first connection had it all
+        Assert.True(HttpStatusCode.OK == response.StatusCode, $"{response.StatusCode} '{answer}'; outcomes: {outcomes.Describe()}");
+        Assert.Equal($"{sent.Length}:{Convert.ToHexString(System.Security.Cryptography.SHA256.HashData(sent))}", answer);
+        Assert.True(backend.ConnectionCount >= 2, $"The backend saw {backend.ConnectionCount} connection(s).");
+        Assert.Empty(backend.Faults);
+    }
 }

@@ -122,6 +122,7 @@ public sealed class ScriptedBackendConnection : IAsyncDisposable
     private readonly TaskCompletionSource _closed = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private readonly SemaphoreSlim _headersLock = new(1, 1);
     private readonly ConcurrentQueue<Http2TestFrame> _controlFrames = new();
+    private readonly ConcurrentDictionary<int, (MemoryStream Bytes, TaskCompletionSource<byte[]> Done)> _bodies = new();
     private Task _readLoop = Task.CompletedTask;
     private int _disposed;
 
@@ -177,6 +178,17 @@ public sealed class ScriptedBackendConnection : IAsyncDisposable
                     case Http2FrameType.RstStream or Http2FrameType.GoAway:
                         _controlFrames.Enqueue(frame);
                         break;
+                    case Http2FrameType.Data:
+                        var body = BodyEntry(frame.StreamId);
+                        foreach (var segment in frame.AsData().Data)
+                        {
+                            body.Bytes.Write(segment.Span);
+                        }
+                        if (frame.EndStream)
+                        {
+                            body.Done.TrySetResult(body.Bytes.ToArray());
+                        }
+                        break;
                 }
             }
         }
@@ -190,6 +202,12 @@ public sealed class ScriptedBackendConnection : IAsyncDisposable
             _closed.TrySetResult();
         }
     }
+
+    private (MemoryStream Bytes, TaskCompletionSource<byte[]> Done) BodyEntry(int streamId) =>
+        _bodies.GetOrAdd(streamId, static _ => (new MemoryStream(), new TaskCompletionSource<byte[]>(TaskCreationOptions.RunContinuationsAsynchronously)));
+
+    /// <summary>The request body of a stream, once its END_STREAM arrived (DATA frames; a request that ends on HEADERS has none).</summary>
+    public Task<byte[]> RequestBodyAsync(int streamId) => BodyEntry(streamId).Done.Task.WaitAsync(RelayProxy.Bound);
 
     /// <summary>The next request head the proxy sent (HEADERS of a new stream). Fails if the connection closes first.</summary>
     public async Task<Http2TestHeaders> NextRequestAsync()
