@@ -193,8 +193,9 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
     /// </summary>
     /// <remarks>
     /// NOTE: a 100 KB response arrived in 7 receives of up to 16 KiB (a block), and each went through the protocol on
-    /// its own: the relay copied and sent 7 pieces, and woke its client for most of them. Read in one batch, the
-    /// protocol runs once per 64 KiB: the same receive calls, a third of the relay's turns, sends and wakeups.
+    /// its own: the relay copied and sent 7 pieces, and woke its client for most of them. Read in batches, the protocol
+    /// runs once per 64 KiB (a third of the relay's turns, sends and wakeups), and with the rest of a batch taken in one
+    /// receive the 7 receives are 3.
     /// </remarks>
     private (bool Finished, Exception? Failure) ReceiveBatch(EpollSocket epoll, PipeWriter writer, int batched)
     {
