@@ -376,6 +376,8 @@ public class EventLoopTests
     private static async Task<(Socket Peer, SocketConnection Connection, byte[] Sent)> QueuedBeforeStartAsync(int queued, bool thenFinish)
     {
         using var listen = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
+        // Room for every byte before anything reads (the accepted socket inherits it, and its window is sized from it).
+        listen.ReceiveBufferSize = 1024 * 1024;
         listen.Bind(new IPEndPoint(IPAddress.Loopback, 0));
         listen.Listen();
         var peer = await Net.ConnectAsync(listen.LocalEndPoint!);
@@ -388,8 +390,10 @@ public class EventLoopTests
             peer.Shutdown(SocketShutdown.Send);
         }
         // Every byte is in the accepted socket's queue before anything reads it.
+        var patience = System.Diagnostics.Stopwatch.StartNew();
         while (accepted.Available < queued)
         {
+            Assert.True(patience.Elapsed < Net.Patience, $"only {accepted.Available} of {queued} bytes arrived");
             await Task.Delay(5);
         }
 
