@@ -142,7 +142,7 @@ internal sealed class Http1RequestBody : PipeReader
             }
             return;
         }
-        Inner.Reader.Complete(exception);
+        _innerPipe?.Reader.Complete(exception); // a chunked body the app never read has no pipe to complete
     }
 
     private ValueTask EnsureStartedAsync(CancellationToken cancellationToken)
