@@ -84,8 +84,11 @@ public sealed class RequestAbortedTests(UploadAppFixture fixture) : IClassFixtur
 
     public static TheoryData<ServerKind> Servers => new() { ServerKind.Kestrel, ServerKind.ProxyServer };
 
+    // NOTE: our server only. Kestrel (.NET 10) was the baseline here, but it does not promise this order on a stream
+    // reset either: on a loaded CI machine (2026-11-28) its body read threw before RequestAborted was cancelled, in
+    // round 6 of 10. Its connection-close path (the next test) has held so far and stays as the baseline.
     [Theory]
-    [MemberData(nameof(Servers))]
+    [InlineData(ServerKind.ProxyServer)]
     public async Task Http2_ClientResetsStreamMidBody_RequestAbortedCancelledWhenReadFaults(ServerKind kind)
     {
         var host = await fixture.GetAsync(kind);
