@@ -21,7 +21,7 @@ public sealed class Http2ClientConnectionTests
 {
     public static TheoryData<string> Servers => new() { "kestrel", "ours" };
 
-    private static async Task<WebApplication> StartBackendAsync(string server)
+    private static async Task<WebApplication> StartBackendAsync(string server, Task? gate = null)
     {
         var builder = WebApplication.CreateSlimBuilder();
         builder.Logging.ClearProviders();
@@ -35,6 +35,12 @@ public sealed class Http2ClientConnectionTests
         }
         var app = builder.Build();
         app.MapGet("/hello", () => "hello from " + server);
+        app.MapGet("/gated", async () =>
+        {
+            // Answers once the test opens the gate: until then every stream it opened stays open.
+            await (gate ?? Task.CompletedTask);
+            return "hello from " + server;
+        });
         app.MapPost("/echo", async (HttpContext context) =>
         {
             context.Response.Headers["x-echo"] = "1";
@@ -147,7 +153,8 @@ public sealed class Http2ClientConnectionTests
     [MemberData(nameof(Servers))]
     public async Task ManyConcurrentStreams_AllComplete_LimitFromSettingsHonoured(string server)
     {
-        await using var app = await StartBackendAsync(server);
+        var gate = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var app = await StartBackendAsync(server, gate.Task);
         var (connection, transport, run) = await ConnectAsync(app);
         await using (transport)
         {
@@ -161,12 +168,14 @@ public sealed class Http2ClientConnectionTests
             var exchanges = new List<BackendExchange>();
             for (var i = 0; i < 150; i++)
             {
-                if (connection.TryOpen(Request("GET", "/hello")) is { } exchange)
+                // Held by the backend until the gate opens, so no stream can finish and free its slot meanwhile.
+                if (connection.TryOpen(Request("GET", "/gated")) is { } exchange)
                 {
                     exchanges.Add(exchange);
                 }
             }
             Assert.Equal(100, exchanges.Count); // the 101st is refused by us, not sent
+            gate.SetResult();
             var bodies = await Task.WhenAll(exchanges.Select(async e =>
             {
                 await e.ReadResponseHeadAsync(CancellationToken.None);
