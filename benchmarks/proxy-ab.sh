@@ -11,7 +11,7 @@
 #                          [--rounds 3] [--duration 6] [--warmup 2] [--prime 20] [--no-build] SCENARIO...
 #
 # SCENARIO: get-1k-h1 / get-100b-h1 (h2load --h1 64x1), get-100k-h1 (16x1), get-100k-h2c / get-100k-h2 (8x8),
-# get-1k-h2c / get-1k-h2 / post-1k-h2c (h2load 16x16), post-1k-h1 (64x1), grpc-1x70-h2c /
+# get-1k-h2c / get-10k-h2c / get-1k-h2 / post-1k-h2c (h2load 16x16), post-1k-h1 (64x1), grpc-1x70-h2c /
 # grpc-1x70-h2 / grpc-4x70-h2 (Proxy.Load, Grpc.Net.Client unary), grpc-stream-1x70-h2c (server streaming, 1 KB
 # messages: a request is a message). Both proxies run the main build unless --a-dll/--b-dll name
 # another Proxy.Host.dll (e.g. a `git worktree` build of an older commit). Ports: 19001/19002 (backend), A
@@ -100,6 +100,7 @@ run() { # side scenario duration -> "rps us/req [perf counts]"
     get-100k-h2c) h2load -c8 -m8 -D "$d" --warm-up-time="$WARMUP" "http://127.0.0.1:$((base + 1))/size/102400" >"$out" 2>&1 & ;;
     get-100k-h2) h2load -c8 -m8 -D "$d" --warm-up-time="$WARMUP" "https://127.0.0.1:$((base + 3))/size/102400" >"$out" 2>&1 & ;;
     get-1k-h2c) h2load -c16 -m16 -D "$d" --warm-up-time="$WARMUP" "http://127.0.0.1:$((base + 1))/size/1024" >"$out" 2>&1 & ;;
+    get-10k-h2c) h2load -c16 -m16 -D "$d" --warm-up-time="$WARMUP" "http://127.0.0.1:$((base + 1))/size/10240" >"$out" 2>&1 & ;;
     get-1k-h2) h2load -c16 -m16 -D "$d" --warm-up-time="$WARMUP" "https://127.0.0.1:$((base + 3))/size/1024" >"$out" 2>&1 & ;;
     post-1k-h1) head -c 1024 /dev/zero | tr '\0' p >"$WORK/post1k"
       h2load --h1 -c64 -m1 -D "$d" --warm-up-time="$WARMUP" -d "$WORK/post1k" -H 'content-type: application/octet-stream' \

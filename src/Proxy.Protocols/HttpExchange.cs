@@ -67,6 +67,12 @@ public abstract class HttpExchange
     public abstract PipeWriter ResponseBody { get; }
 
     /// <summary>
+    /// The largest size hint for <see cref="ResponseBody"/> that one pooled block still serves: a relay copying a bulk
+    /// body asks for pieces of this size (past a pool's block size, a pipe rents from ArrayPool.Shared instead).
+    /// </summary>
+    public virtual int ResponseBodyBlockSize => 4096;
+
+    /// <summary>
     /// Sends <paramref name="count"/> bytes of <paramref name="file"/> from <paramref name="offset"/> as response body,
     /// after the body bytes written before (the response starts if it has not). Returns when the bytes were handed
     /// to the engine, when the file turned out shorter (the body ends there, as ASP.NET's SendFileFallback does), or

@@ -270,6 +270,53 @@ public class BlockMemoryPoolTests
         Assert.Equal(0, pool.RetainedBlocks);
     }
 
+    [Fact]
+    public void StreamDefault_ThreeSizes_TheSmallestThatHoldsTheRequest()
+    {
+        var pool = BlockMemoryPool.StreamDefault;
+        Assert.Equal(BlockMemoryPool.StreamBulkBlockSize, pool.MaxBufferSize);
+        using var event1 = pool.Rent(60);
+        using var small = pool.Rent(BlockMemoryPool.StreamSmallBlockSize);
+        using var middle = pool.Rent(BlockMemoryPool.StreamSmallBlockSize + 1);
+        using var middleEdge = pool.Rent(BlockMemoryPool.StreamBlockSize);
+        using var bulk = pool.Rent(BlockMemoryPool.StreamBlockSize + 1);
+        using var frame = pool.Rent(16 * 1024);
+        Assert.Equal(1024, event1.Memory.Length);
+        Assert.Equal(1024, small.Memory.Length);
+        Assert.Equal(4096, middle.Memory.Length);
+        Assert.Equal(4096, middleEdge.Memory.Length);
+        Assert.Equal(16 * 1024, bulk.Memory.Length);
+        Assert.Equal(16 * 1024, frame.Memory.Length);
+    }
+
+    [Fact]
+    public void Rent_ThreeSizes_EachComesBackToItsOwnSizeAndTrimReachesAll()
+    {
+        var pool = new BlockMemoryPool(16384, 1 << 20, pinned: false,
+            new BlockMemoryPool(4096, 1 << 20, pinned: false, smallBlockSize: 1024, smallMaxRetainedBytes: 1 << 20));
+        var blocks = new[] { pool.Rent(10), pool.Rent(2000), pool.Rent(9000) };
+        var arrays = blocks.Select(b => GetArray(b.Memory)).ToArray();
+        foreach (var block in blocks)
+        {
+            block.Dispose();
+        }
+        Assert.Equal(1, pool.RetainedBlocks); // the 16 KiB one; the others are kept by their own sizes
+        Assert.Equal(0, pool.TrimIdle()); // a period starts
+        using (var again = pool.Rent(3000))
+        {
+            Assert.Same(arrays[1], GetArray(again.Memory));
+        }
+        Assert.Equal(2, pool.TrimIdle()); // the 1 KiB and 16 KiB blocks sat unused for the period; the 4 KiB one was rented
+        Assert.Equal(1, pool.TrimIdle());
+        Assert.Equal(0, pool.RetainedBlocks);
+    }
+
+    [Fact]
+    public void Constructor_SmallPoolNotSmaller_Throws()
+    {
+        Assert.Throws<ArgumentOutOfRangeException>(() => new BlockMemoryPool(4096, 1 << 20, pinned: false, new BlockMemoryPool(4096, 1 << 20, pinned: false)));
+    }
+
     private static byte[] GetArray(Memory<byte> memory)
         => MemoryMarshal.TryGetArray<byte>(memory, out var segment) ? segment.Array! : throw new InvalidOperationException("not array-backed");
 }

@@ -83,6 +83,12 @@ internal interface IForwardingFront
 
     PipeWriter ResponseBody { get; }
 
+    /// <summary>
+    /// The size of the pieces the response pump copies a bulk body in: the largest write hint one pooled block of
+    /// <see cref="ResponseBody"/> serves.
+    /// </summary>
+    int ResponseBodyBlockSize { get; }
+
     /// <summary>Drops what the response head holds so far: the forwarder answers with an error instead.</summary>
     void ClearResponse();
 
@@ -204,6 +210,10 @@ internal readonly struct HttpContextFront(HttpContext context) : IForwardingFron
     public ValueTask StartResponseAsync(CancellationToken cancellationToken) => new(Context.Response.StartAsync(cancellationToken));
 
     public PipeWriter ResponseBody => Context.Response.BodyWriter;
+
+    // NOTE: 4 KiB whichever server runs: Kestrel's response pipes rent 4 KiB blocks and take anything larger from
+    // ArrayPool.Shared, and a body writer does not say whose pool is behind it.
+    public int ResponseBodyBlockSize => 4096;
 
     public void ClearResponse() => Context.Response.Clear();
 

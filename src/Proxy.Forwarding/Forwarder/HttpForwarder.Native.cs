@@ -202,7 +202,7 @@ internal sealed partial class HttpForwarder
                     }
 
                     // Step 8: the body, pipe to pipe, flushed per read so each SSE event or gRPC message leaves at once.
-                    var (result, copyError) = await PumpResponseBodyAsync(call, responseBody, cancellation).ConfigureAwait(false);
+                    var (result, copyError) = await PumpResponseBodyAsync(call, responseBody, front.ResponseBodyBlockSize, cancellation).ConfigureAwait(false);
                     if (result == StreamCopyResult.Canceled && cancellation.ShuttingDown)
                     {
                         // An event stream ended for shutdown: the backend's stream is reset, the client's completes normally.
@@ -308,11 +308,14 @@ internal sealed partial class HttpForwarder
     /// Each block is asked for with a hint of what is left, up to 4 KiB (the engine's stream pool serves 1 KiB and
     /// 4 KiB blocks): an SSE event of a few dozen bytes takes a 1 KiB block, not 4 KiB.
     /// </summary>
-    private static void WriteInBlocks(PipeWriter output, ReadOnlySpan<byte> source)
+    private static void WriteInBlocks(PipeWriter output, ReadOnlySpan<byte> source, int blockSize)
     {
         while (!source.IsEmpty)
         {
-            var destination = output.GetSpan(Math.Min(source.Length, RelayBlockSize));
+            // A whole large block only while that much is left (a bulk body: one block per DATA frame on HTTP/2); less
+            // than that goes into blocks of at most 4 KiB, so a small message never holds a large block.
+            var hint = source.Length >= blockSize ? blockSize : Math.Min(source.Length, Math.Min(blockSize, MidBlockSize));
+            var destination = output.GetSpan(hint);
             var count = Math.Min(destination.Length, source.Length);
             source[..count].CopyTo(destination);
             output.Advance(count);
@@ -320,8 +323,8 @@ internal sealed partial class HttpForwarder
         }
     }
 
-    // The stream pools' large block (BlockMemoryPool.StreamBlockSize); a larger hint makes a pipe rent from ArrayPool.
-    private const int RelayBlockSize = 4096;
+    // The stream pools' middle block (BlockMemoryPool.StreamBlockSize), and Kestrel's block.
+    private const int MidBlockSize = 4096;
 
     private static bool IsEventStream(string? contentType) =>
         contentType is not null && contentType.AsSpan().TrimStart().StartsWith("text/event-stream", StringComparison.OrdinalIgnoreCase);
@@ -370,7 +373,7 @@ internal sealed partial class HttpForwarder
                 {
                     foreach (var segment in buffer)
                     {
-                        WriteInBlocks(output, segment.Span);
+                        WriteInBlocks(output, segment.Span, MidBlockSize);
                     }
 
                     activity.ResetActivity();
@@ -415,7 +418,7 @@ internal sealed partial class HttpForwarder
     /// flushed here: completing the response sends them with the trailers in one write.
     /// </summary>
     private static async ValueTask<(StreamCopyResult Result, Exception? Error)> PumpResponseBodyAsync(ForwarderBackendCall call, PipeWriter output,
-        ForwardingCancellation activity)
+        int blockSize, ForwardingCancellation activity)
     {
         var input = call.ResponseBody;
         var token = activity.Token;
@@ -482,7 +485,7 @@ internal sealed partial class HttpForwarder
                 {
                     foreach (var segment in buffer)
                     {
-                        WriteInBlocks(output, segment.Span);
+                        WriteInBlocks(output, segment.Span, blockSize);
                     }
                 }
                 catch (Exception ex)

@@ -138,6 +138,13 @@ internal sealed partial class Http1Exchange
         await FlushOutputAsync(cancellationToken).ConfigureAwait(false);
     }
 
+    /// <summary>
+    /// A 16 KiB output block less a chunk's framing: the connection output pools of our transports hand out 16 KiB blocks
+    /// (<c>BlockMemoryPool.Default</c>, <c>TlsOutputDefault</c>), and in chunked mode a body write asks for its hint plus
+    /// <see cref="MaxChunkOverhead"/>.
+    /// </summary>
+    public override int ResponseBodyBlockSize => 16 * 1024 - MaxChunkOverhead;
+
     internal Memory<byte> GetBodyMemory(int sizeHint)
     {
         ThrowIfCompleted();

@@ -329,6 +329,9 @@ internal sealed partial class Http2Stream
         }
     }
 
+    /// <summary>The stream pool's largest block (16 KiB with <c>BlockMemoryPool.StreamDefault</c>).</summary>
+    public override int ResponseBodyBlockSize => _connection.StreamBlockSize;
+
     /// <summary>The response body the app writes; a flush hands the bytes to the writer loop and waits for backpressure.</summary>
     // Owned by the app (one writer at a time, as for any PipeWriter).
     private sealed class ResponseBodyWriter : PipeWriter

@@ -12,18 +12,24 @@ internal static class StreamPipeWrites
     /// a pipe of 4 KiB blocks took a fresh array each time.
     /// </summary>
     /// <remarks>
-    /// Each block is asked for with a size hint of what is left (at most <paramref name="blockSize"/>, the pool's
-    /// largest), so a pipe whose pool has small blocks gives a small payload a small block.
+    /// Each block is asked for with a size hint of what is left, so a pipe whose pool has small blocks gives a small
+    /// payload a small block. A whole <paramref name="blockSize"/> (the pool's largest) is asked for only while that
+    /// much is left; below it, at most <see cref="MidBlockSize"/>: a pool of three sizes (1, 4 and 16 KiB) then holds a
+    /// 5 KiB message in two 4 KiB blocks, not in one of 16 KiB, and a 16 KiB DATA frame in one block, not four.
     /// </remarks>
     public static void WriteInBlocks(this PipeWriter writer, ReadOnlySpan<byte> source, int blockSize)
     {
         while (!source.IsEmpty)
         {
-            var destination = writer.GetSpan(Math.Min(source.Length, blockSize));
+            var hint = source.Length >= blockSize ? blockSize : Math.Min(source.Length, Math.Min(blockSize, MidBlockSize));
+            var destination = writer.GetSpan(hint);
             var count = Math.Min(destination.Length, source.Length);
             source[..count].CopyTo(destination);
             writer.Advance(count);
             source = source[count..];
         }
     }
+
+    /// <summary>The middle block of the stream pools (4 KiB): what a write of less than a whole large block asks for at most.</summary>
+    public const int MidBlockSize = 4096;
 }

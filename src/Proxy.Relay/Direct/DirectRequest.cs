@@ -279,6 +279,8 @@ internal readonly struct ExchangeFront(DirectRequest request) : IForwardingFront
 
     public PipeWriter ResponseBody => request.ResponseBody;
 
+    public int ResponseBodyBlockSize => request.Exchange.ResponseBodyBlockSize;
+
     public void ClearResponse() => request.ClearResponse();
 
     public void SetGrpcTrailersOnly(int status, string message) => request.SetGrpcTrailersOnly(status, message);

@@ -52,15 +52,32 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     /// </remarks>
     public BlockMemoryPool(int blockSize = DefaultBlockSize, long maxRetainedBytes = DefaultMaxRetainedBytes, bool pinned = true,
         int smallBlockSize = 0, long smallMaxRetainedBytes = 0)
+        : this(blockSize, maxRetainedBytes, pinned, SmallPool(smallBlockSize, smallMaxRetainedBytes, pinned))
+    {
+    }
+
+    /// <summary>
+    /// Creates a pool of <paramref name="blockSize"/>-byte blocks whose rents of at most <paramref name="small"/>'s block
+    /// size go to <paramref name="small"/> (which may itself have a smaller pool: three or more sizes).
+    /// </summary>
+    public BlockMemoryPool(int blockSize, long maxRetainedBytes, bool pinned, BlockMemoryPool? small)
     {
         ArgumentOutOfRangeException.ThrowIfLessThan(blockSize, 1);
         ArgumentOutOfRangeException.ThrowIfNegative(maxRetainedBytes);
-        ArgumentOutOfRangeException.ThrowIfNegative(smallBlockSize);
-        ArgumentOutOfRangeException.ThrowIfGreaterThanOrEqual(smallBlockSize, blockSize);
-        _small = smallBlockSize > 0 ? new BlockMemoryPool(smallBlockSize, smallMaxRetainedBytes, pinned) : null;
+        if (small is not null)
+        {
+            ArgumentOutOfRangeException.ThrowIfGreaterThanOrEqual(small._blockSize, blockSize, nameof(small));
+        }
+        _small = small;
         _pinned = pinned;
         _blockSize = blockSize;
         _maxRetainedBlocks = (int)Math.Min(int.MaxValue, maxRetainedBytes / blockSize);
+    }
+
+    private static BlockMemoryPool? SmallPool(int smallBlockSize, long smallMaxRetainedBytes, bool pinned)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegative(smallBlockSize);
+        return smallBlockSize > 0 ? new BlockMemoryPool(smallBlockSize, smallMaxRetainedBytes, pinned) : null;
     }
 
     /// <summary>
@@ -75,7 +92,8 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
 
     /// <summary>
     /// The pool of HTTP/2 streams' request and response pipes (server and relay): 4 KiB blocks, not pinned, at most
-    /// 64 MiB kept, idle blocks freed as in <see cref="Default"/>. The bound is wide because a broadcast puts a block in
+    /// 64 MiB kept, idle blocks freed as in <see cref="Default"/>; rents of more than 4 KiB (a full DATA frame, a relay's
+    /// bulk chunk) get a 16 KiB block, at most 32 MiB of which are kept. The bound is wide because a broadcast puts a block in
     /// every stream's pipe at once: with 16 MiB, 94,000 blocks dropped in one run of 20,000 SSE streams survived a
     /// young collection while in flight and piled up in generation 1; kept ones are freed when the bursts stop.
     /// NOTE: a stream's pipe holds a block only while bytes pass through it, but SSE broadcasts make those moments
@@ -88,8 +106,18 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     /// write, see <see cref="SmallBlockSize"/>). At 20,000 SSE streams each event of a few dozen bytes took a 4 KiB
     /// block in the backend stream's pipe and another in the client stream's; the bursts kept 64 MB of them.
     /// </remarks>
-    public static BlockMemoryPool StreamDefault { get; } = CreateWithIdleTrim(DefaultIdleTrimPeriod, StreamBlockSize, 64L * 1024 * 1024, pinned: false,
-        smallBlockSize: StreamSmallBlockSize, smallMaxRetainedBytes: DefaultSmallMaxRetainedBytes);
+    /// <remarks>
+    /// NOTE: the 16 KiB tier is for bulk bodies. A 100 KB response relayed to an HTTP/2 client went through 25 blocks of
+    /// 4 KiB: a pipe segment, a rent and a return under the pool's lock each, and the writer loop gathered every 16 KiB
+    /// DATA frame from four of them. Writers hint a 16 KiB block only for a whole 16 KiB of bytes
+    /// (<see cref="StreamBulkBlockSize"/>), so a quiet stream or a small message never holds one.
+    /// </remarks>
+    public static BlockMemoryPool StreamDefault { get; } = WithIdleTrim(DefaultIdleTrimPeriod,
+        new BlockMemoryPool(StreamBulkBlockSize, 32L * 1024 * 1024, pinned: false,
+            new BlockMemoryPool(StreamBlockSize, 64L * 1024 * 1024, pinned: false, smallBlockSize: StreamSmallBlockSize, smallMaxRetainedBytes: DefaultSmallMaxRetainedBytes)));
+
+    /// <summary>16 KiB: the bulk block of <see cref="StreamDefault"/> (a DATA frame of the default SETTINGS_MAX_FRAME_SIZE).</summary>
+    public const int StreamBulkBlockSize = 16 * 1024;
 
     /// <summary>
     /// The pool of TLS connections' output pipes (the plaintext before encryption): 4 KiB blocks for rents up to 4 KiB,
@@ -136,8 +164,11 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     /// <summary>A pool that runs <see cref="TrimIdle"/> every <paramref name="period"/> for as long as it is referenced.</summary>
     public static BlockMemoryPool CreateWithIdleTrim(TimeSpan period, int blockSize = DefaultBlockSize, long maxRetainedBytes = DefaultMaxRetainedBytes, bool pinned = true,
         int smallBlockSize = 0, long smallMaxRetainedBytes = 0)
+        => WithIdleTrim(period, new BlockMemoryPool(blockSize, maxRetainedBytes, pinned, smallBlockSize, smallMaxRetainedBytes));
+
+    /// <summary>Runs <see cref="TrimIdle"/> on <paramref name="pool"/> (and its smaller pools) every <paramref name="period"/> while it is referenced.</summary>
+    private static BlockMemoryPool WithIdleTrim(TimeSpan period, BlockMemoryPool pool)
     {
-        var pool = new BlockMemoryPool(blockSize, maxRetainedBytes, pinned, smallBlockSize, smallMaxRetainedBytes);
         // The timer holds the pool weakly, so an unreferenced pool is collected and its timer then stops itself.
         var target = new WeakReference<BlockMemoryPool>(pool);
         Timer? timer = null;
