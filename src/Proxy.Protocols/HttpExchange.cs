@@ -1,3 +1,4 @@
+using System.Buffers;
 using Microsoft.Win32.SafeHandles;
 
 namespace Proxy.Protocols;
@@ -71,6 +72,31 @@ public abstract class HttpExchange
     /// body asks for pieces of this size (past a pool's block size, a pipe rents from ArrayPool.Shared instead).
     /// </summary>
     public virtual int ResponseBodyBlockSize => 4096;
+
+    /// <summary>True when <see cref="LendResponseBodyAsync"/> works (HTTP/2 streams of our server).</summary>
+    public virtual bool CanLendResponseBody => false;
+
+    /// <summary>
+    /// Sends <paramref name="body"/> as response body straight from the caller's memory: the connection's writer frames it
+    /// from there (one copy, into the connection's output) instead of from <see cref="ResponseBody"/>'s pipe, after what
+    /// that pipe already holds. The result is true once every byte is in the connection's output, false when the stream
+    /// stopped first (reset, closed, <see cref="RevokeLentResponseBody"/>). Either way nothing references the memory after
+    /// the task completes, and not before: the caller keeps it valid and unchanged until then, and lends nothing else
+    /// meanwhile.
+    /// </summary>
+    /// <remarks>
+    /// A relay lends the bytes it read from a backend and consumes them when the task completes, so the backend's own
+    /// buffer is the only copy the proxy holds. The task completes on the writer's thread's event loop after its batch,
+    /// or on the thread pool; it waits for the peer's flow-control windows, so a caller that must give up calls
+    /// <see cref="RevokeLentResponseBody"/> (or aborts the exchange), then still awaits it.
+    /// </remarks>
+    public virtual ValueTask<bool> LendResponseBodyAsync(ReadOnlySequence<byte> body)
+        => throw new NotSupportedException("This exchange does not take lent response bodies (CanLendResponseBody is false).");
+
+    /// <summary>Asks the writer to drop the lent body's unsent bytes: the pending <see cref="LendResponseBodyAsync"/> then completes with false.</summary>
+    public virtual void RevokeLentResponseBody()
+    {
+    }
 
     /// <summary>
     /// Sends <paramref name="count"/> bytes of <paramref name="file"/> from <paramref name="offset"/> as response body,

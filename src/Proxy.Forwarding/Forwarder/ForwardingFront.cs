@@ -1,3 +1,4 @@
+using System.Buffers;
 using System.Diagnostics;
 using System.IO.Pipelines;
 using Microsoft.AspNetCore.Http;
@@ -88,6 +89,22 @@ internal interface IForwardingFront
     /// <see cref="ResponseBody"/> serves.
     /// </summary>
     int ResponseBodyBlockSize { get; }
+
+    /// <summary>
+    /// True when the response pump may lend the backend's bytes to the client's connection (<see cref="LendResponseBodyAsync"/>)
+    /// instead of copying them into <see cref="ResponseBody"/>: our server's HTTP/2 streams on the direct path.
+    /// </summary>
+    bool CanLendResponseBody { get; }
+
+    /// <summary>
+    /// Sends <paramref name="body"/> from the caller's memory (the backend's buffer): true once every byte is in the
+    /// client connection's output, false when the client's stream stopped first. The memory is not read after the task
+    /// completes; the caller keeps it valid until then.
+    /// </summary>
+    ValueTask<bool> LendResponseBodyAsync(ReadOnlySequence<byte> body);
+
+    /// <summary>Gives up a pending lend: its task completes (false) once the client's connection let go of the bytes.</summary>
+    void RevokeLentResponseBody();
 
     /// <summary>Drops what the response head holds so far: the forwarder answers with an error instead.</summary>
     void ClearResponse();
@@ -214,6 +231,14 @@ internal readonly struct HttpContextFront(HttpContext context) : IForwardingFron
     // NOTE: 4 KiB whichever server runs: Kestrel's response pipes rent 4 KiB blocks and take anything larger from
     // ArrayPool.Shared, and a body writer does not say whose pool is behind it.
     public int ResponseBodyBlockSize => 4096;
+
+    public bool CanLendResponseBody => false;
+
+    public ValueTask<bool> LendResponseBodyAsync(ReadOnlySequence<byte> body) => throw new NotSupportedException("The pipeline's response body takes writes only.");
+
+    public void RevokeLentResponseBody()
+    {
+    }
 
     public void ClearResponse() => Context.Response.Clear();
 

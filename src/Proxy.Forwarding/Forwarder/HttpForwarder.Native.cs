@@ -202,7 +202,7 @@ internal sealed partial class HttpForwarder
                     }
 
                     // Step 8: the body, pipe to pipe, flushed per read so each SSE event or gRPC message leaves at once.
-                    var (result, copyError) = await PumpResponseBodyAsync(call, responseBody, front.ResponseBodyBlockSize, cancellation).ConfigureAwait(false);
+                    var (result, copyError) = await PumpResponseBodyAsync(front, call, responseBody, cancellation).ConfigureAwait(false);
                     if (result == StreamCopyResult.Canceled && cancellation.ShuttingDown)
                     {
                         // An event stream ended for shutdown: the backend's stream is reset, the client's completes normally.
@@ -417,18 +417,27 @@ internal sealed partial class HttpForwarder
     /// from the backend only after, which is what returns the backend's credit. The last bytes of a complete body are not
     /// flushed here: completing the response sends them with the trailers in one write.
     /// </summary>
-    private static async ValueTask<(StreamCopyResult Result, Exception? Error)> PumpResponseBodyAsync(ForwarderBackendCall call, PipeWriter output,
-        int blockSize, ForwardingCancellation activity)
+    /// <remarks>
+    /// NOTE: a front that takes lent bodies (our server's HTTP/2 streams on the direct path) gets each chunk as the
+    /// backend's own bytes: the client connection's writer frames them from the backend's buffer, and the pump consumes
+    /// them once it let go. That saves a copy of every body byte (a fifth of the proxy's user time on 100 KB responses
+    /// over h2c) and the stream pipe's blocks; the backend's buffer is then the only one the relay holds.
+    /// </remarks>
+    private static async ValueTask<(StreamCopyResult Result, Exception? Error)> PumpResponseBodyAsync<TFront>(TFront front, ForwarderBackendCall call,
+        PipeWriter output, ForwardingCancellation activity)
+        where TFront : IForwardingFront
     {
         var input = call.ResponseBody;
         var token = activity.Token;
+        var lend = front.CanLendResponseBody;
+        var blockSize = front.ResponseBodyBlockSize;
         // NOTE: at most one registration for the whole body, made when a read first has to wait, instead of one per
         // waiting read (the source kept each freed node for the next: two nodes per quiet SSE stream, and a
         // register/unregister pair per event). A unary call whose body is already here registers nothing. Cancellation
         // wakes the waiting read, which returns IsCanceled.
         // A plain local in try/finally, not a using variable: a using variable is read-only, so Register would act on a
         // defensive copy and the registration would never be disposed.
-        var cancelRead = new ReadCancellation(input, token);
+        var cancelRead = new ReadCancellation<TFront>(input, token, front, lend);
         try
         {
             while (true)
@@ -481,6 +490,44 @@ internal sealed partial class HttpForwarder
                     completed = false;
                 }
 
+                if (lend)
+                {
+                    bool sent;
+                    try
+                    {
+                        var lending = front.LendResponseBodyAsync(buffer);
+                        if (!lending.IsCompleted)
+                        {
+                            cancelRead.Register(); // cancellation revokes the lend: the writer lets go of the bytes, then this returns
+                            if (token.IsCancellationRequested)
+                            {
+                                front.RevokeLentResponseBody(); // cancelled after the loop's check, before the lend was there to revoke
+                            }
+                        }
+                        sent = await lending.ConfigureAwait(false);
+                    }
+                    catch (Exception ex)
+                    {
+                        // Thrown before the bytes were lent (the head's flush): nothing holds them.
+                        input.AdvanceTo(buffer.End);
+                        return (StreamCopyResult.OutputError, ex);
+                    }
+
+                    input.AdvanceTo(buffer.End);
+                    if (!sent)
+                    {
+                        return (token.IsCancellationRequested ? StreamCopyResult.Canceled : StreamCopyResult.OutputError, null);
+                    }
+
+                    activity.ResetActivity();
+                    if (completed)
+                    {
+                        return (StreamCopyResult.Success, null);
+                    }
+
+                    continue;
+                }
+
                 try
                 {
                     foreach (var segment in buffer)
@@ -525,8 +572,12 @@ internal sealed partial class HttpForwarder
         }
     }
 
-    /// <summary>Wakes a pump's waiting read when the exchange is cancelled; registers on the first wait only.</summary>
-    private struct ReadCancellation(PipeReader input, CancellationToken token) : IDisposable
+    /// <summary>
+    /// Wakes a pump's waiting read, and revokes its pending lend when it lends (<paramref name="lends"/>), when the exchange
+    /// is cancelled; registers on the first wait only.
+    /// </summary>
+    private struct ReadCancellation<TFront>(PipeReader input, CancellationToken token, TFront front, bool lends) : IDisposable
+        where TFront : IForwardingFront
     {
         private CancellationTokenRegistration _registration;
         private bool _registered;
@@ -537,7 +588,14 @@ internal sealed partial class HttpForwarder
             {
                 _registered = true;
                 // Already cancelled: the callback runs here and the read that waits returns IsCanceled at once.
-                _registration = token.UnsafeRegister(static state => ((PipeReader)state!).CancelPendingRead(), input);
+                _registration = !lends
+                    ? token.UnsafeRegister(static state => ((PipeReader)state!).CancelPendingRead(), input)
+                    : token.UnsafeRegister(static state =>
+                    {
+                        var (reader, lender) = ((PipeReader, TFront))state!;
+                        reader.CancelPendingRead();
+                        lender.RevokeLentResponseBody();
+                    }, (input, front));
             }
         }
 

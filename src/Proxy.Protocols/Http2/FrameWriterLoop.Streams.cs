@@ -16,6 +16,8 @@ internal sealed partial class FrameWriterLoop
         // peer already cancelled (RFC 9113 §5.1: no frames but PRIORITY on a closed stream).
         if (stream.Send.OutputStopped || stream.AbortRequested || stream.OutputReleased || _dropStreamOutput)
         {
+            // Each of these is the end of the stream's output: a lent body goes back unsent.
+            stream.EndLentOutput();
             return false;
         }
         stream.ClearOutputSignal();
@@ -58,7 +60,11 @@ internal sealed partial class FrameWriterLoop
         }
         if (!hasRead)
         {
-            // Body bytes written before a SendFileAsync went first; the file follows once the pipe is empty.
+            // Body bytes written before a SendFileAsync or a lend went first; the file or lent body follows once the pipe is empty.
+            if (stream.PendingLent is { } lent)
+            {
+                return ServiceLent(stream, lent);
+            }
             return stream.PendingFile is { } file && ServiceFileOffTheLoop(stream, file);
         }
         if (!buffer.IsEmpty)
@@ -81,8 +87,8 @@ internal sealed partial class FrameWriterLoop
                 StopStream(stream, wasReset: false);
                 return false;
             }
-            // A file handed over after these bytes is next (its signal may have been the one this turn consumed).
-            return allowed < buffer.Length || completed || stream.PendingFile is not null;
+            // A file or lent body handed over after these bytes is next (its signal may have been the one this turn consumed).
+            return allowed < buffer.Length || completed || stream.PendingFile is not null || stream.PendingLent is not null;
         }
         reader.AdvanceTo(buffer.End);
         if (completed)
@@ -102,7 +108,56 @@ internal sealed partial class FrameWriterLoop
             StopStream(stream, wasReset: false);
             return false;
         }
+        if (stream.PendingLent is { } pendingLent)
+        {
+            return ServiceLent(stream, pendingLent);
+        }
         return stream.PendingFile is { } pending && ServiceFileOffTheLoop(stream, pending);
+    }
+
+    /// <summary>
+    /// One DATA frame of a body the sender lent (<see cref="Http2Stream.LendResponseBodyAsync"/>), within the windows and
+    /// the peer's max frame size, copied from the sender's memory into the connection's output. Once the last byte is
+    /// framed (or the sender revoked the lend) the sender gets the memory back. Returns true when more can go now.
+    /// </summary>
+    private bool ServiceLent(IHttp2OutputSource stream, Http2Stream.LentOutput lent)
+    {
+        if (!lent.TryBeginCopy())
+        {
+            return false; // ended meanwhile (the client reset the stream, the app aborted): the bytes are the sender's again
+        }
+        if (lent.Revoked)
+        {
+            lent.FinishFromCopy(sent: false);
+            return false;
+        }
+        var remaining = lent.Remaining;
+        if (remaining.IsEmpty)
+        {
+            lent.FinishFromCopy(sent: true);
+            return false;
+        }
+        var allowed = DataAllowance(stream, remaining.Length);
+        if (allowed <= 0)
+        {
+            lent.EndCopy();
+            _windows.WaitForWindow(stream);
+            return false;
+        }
+        var chunk = remaining.Slice(0, allowed);
+        Http2FrameWriter.WriteData(_output, stream.StreamId, chunk, endStream: false);
+        _output.Frames++;
+        _windows.Debit(stream, allowed);
+        if (allowed == remaining.Length)
+        {
+            // Copied: the memory is the sender's again. What ends the stream (the pipe's completion) comes after this.
+            lent.FinishFromCopy(sent: true);
+            _lendReturned = true;
+            return false;
+        }
+        lent.Remaining = remaining.Slice(chunk.End);
+        lent.EndCopy(); // an end asked for during the copy (a reset) happens here
+        return true;
     }
 
     /// <summary>

@@ -38,6 +38,7 @@ internal sealed partial class FrameWriterLoop
     private ITimer? _flushTimer;
     private int _flushTimedOut; // set by the flush timer (any thread)
     private bool _fileWantsPool; // a file stream's turn came on an event loop (ServiceFileOffTheLoop)
+    private bool _lendReturned; // a lent body was framed whole in this pass (ServiceLent): its lender resumes after the pass
 
     private int _peerMaxFrameSize = 16_384;
     private bool _transportClosed;
@@ -101,6 +102,14 @@ internal sealed partial class FrameWriterLoop
                 }
                 if (_output.Unflushed > 0)
                 {
+                    if (_lendReturned && _wake.Scheduler.IsOnEventLoop)
+                    {
+                        // A lender got its bytes back in this pass and resumes later in this batch: its next chunk, or
+                        // its response's end, then leaves in the same write instead of one of its own.
+                        _lendReturned = false;
+                        await _wake.YieldAsync();
+                        continue;
+                    }
                     await FlushAsync(); // the queue drained: one flush for everything gathered
                     continue;
                 }
@@ -396,6 +405,7 @@ internal sealed partial class FrameWriterLoop
         _windows.Release(stream);
         stream.Send.OutputStopped = true;
         stream.EndFileOutput();
+        stream.EndLentOutput();
         // Completing the reader releases an app waiting in FlushAsync (it sees IsCompleted).
         stream.OutputReader.Complete();
         _connection.PostEvent(ReadLoopEvent.OutputEnded(stream, wasReset));
@@ -416,6 +426,7 @@ internal sealed partial class FrameWriterLoop
         {
             stream.Send.OutputStopped = true;
             stream.EndFileOutput();
+            stream.EndLentOutput();
             stream.OutputReader.Complete();
         }
     }

@@ -140,6 +140,10 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
     /// <summary>The connection's scheduler (<see cref="ConnectionMetadata.Scheduler"/>).</summary>
     internal WorkScheduler Scheduler => _metadata.Scheduler;
 
+    /// <summary>The writer loop has exited and lent bodies were handed back: a lend made now must end itself.</summary>
+    internal bool LendsClosed => _lendsClosed;
+    private volatile bool _lendsClosed;
+
     /// <summary>Shared by the request pipes of this connection's streams (immutable).</summary>
     internal PipeOptions RequestPipeOptions { get; }
     /// <summary>The largest block the stream pipes' pool hands out (received DATA is written a block at a time).</summary>
@@ -559,10 +563,13 @@ public sealed partial class Http2Connection : IHttp2WriterOwner
             _output.CancelPendingFlush();
             await _writerTask;
         }
-        // The writer is gone: releasing app writers still waiting on backpressure is safe now.
+        // The writer is gone: releasing app writers still waiting on backpressure is safe now, and so is handing lent
+        // bodies back (nothing reads them any more). A lend published after this ends itself (LendsClosed).
+        _lendsClosed = true;
         foreach (var stream in _liveHandlers)
         {
             stream.ResponseReader.Complete();
+            stream.EndLentOutput();
         }
         await _input.CompleteAsync();
         await _output.CompleteAsync();

@@ -49,6 +49,12 @@ internal interface IHttp2OutputSource
 
     /// <summary>Called before the loop looks at the stream's output, so a later flush signals again (a full fence).</summary>
     void ClearOutputSignal();
+
+    /// <summary>A body lent by the sender, to frame after the pipe's bytes (server responses only), or null.</summary>
+    Http2Stream.LentOutput? PendingLent { get; }
+
+    /// <summary>The stream sends nothing more: hands a lent body back unsent, and any later one at once.</summary>
+    void EndLentOutput();
 }
 
 /// <summary>

@@ -75,6 +75,7 @@ internal sealed partial class Http2Stream
         _abortRequested = true;
         Interlocked.Exchange(ref _responseCompleted, 1);
         EndFileOutput();
+        EndLentOutput();
         // NOTE: the response pipe stays open: once the writer loop stops the stream it completes the
         // reader, so later app writes are dropped and flushes report IsCompleted instead of throwing.
         _connection.EnqueueFromProducer(WriterMessage.RstStream(StreamId, this, (Http2ErrorCode)errorCode, isControl: false, skipIfEnded: true));

@@ -248,6 +248,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         _outputReleased = true;
         _responsePipe.Writer.CancelPendingFlush();
         EndFileOutput();
+        EndLentOutput();
         RequestAbortSignal.Fire(_abortedCts);
         if (_requestPipeInUse)
         {
@@ -317,7 +318,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     internal bool TryResetForPool()
     {
         // TryReset also drops registrations an app left on RequestAborted: they must not fire for the next request.
-        if (_abortRequested || _outputReleased || !_abortedCts.TryReset())
+        if (_abortRequested || _outputReleased || Volatile.Read(ref _lentOutput) is not null || !_abortedCts.TryReset())
         {
             return false;
         }
@@ -347,6 +348,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         _remoteEnded = false;
         _fileOutput = null;
         _fileOutputClosed = false;
+        ResetLentForPool();
         _requestBodyReader.Reset();
         _responseBodyWriter.Reset();
         StatusCode = 200;

@@ -35,6 +35,17 @@ internal sealed class WriterWake : IValueTaskSource, IThreadPoolWorkItem
         return default;
     }
 
+    /// <summary>
+    /// Loop: lets the work queued to the scheduler before this (on an event loop: the rest of its batch) run first, then
+    /// resumes; a wait that a signal ends, signalled at once.
+    /// </summary>
+    public ValueTask YieldAsync()
+    {
+        var wait = WaitAsync();
+        Signal();
+        return wait;
+    }
+
     /// <summary>Any thread, after queueing a message (or completing the queue).</summary>
     public void Signal()
     {

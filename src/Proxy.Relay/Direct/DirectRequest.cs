@@ -1,3 +1,4 @@
+using System.Buffers;
 using System.Diagnostics;
 using System.Globalization;
 using System.Net;
@@ -280,6 +281,19 @@ internal readonly struct ExchangeFront(DirectRequest request) : IForwardingFront
     public PipeWriter ResponseBody => request.ResponseBody;
 
     public int ResponseBodyBlockSize => request.Exchange.ResponseBodyBlockSize;
+
+    public bool CanLendResponseBody => request.Exchange.CanLendResponseBody;
+
+    public ValueTask<bool> LendResponseBodyAsync(ReadOnlySequence<byte> body)
+    {
+        if (request.Counts is { } counts)
+        {
+            counts.Out += body.Length; // as the counting writer counts what is written, sent or not
+        }
+        return request.Exchange.LendResponseBodyAsync(body);
+    }
+
+    public void RevokeLentResponseBody() => request.Exchange.RevokeLentResponseBody();
 
     public void ClearResponse() => request.ClearResponse();
 

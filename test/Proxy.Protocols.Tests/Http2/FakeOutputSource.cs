@@ -28,6 +28,8 @@ internal sealed class FakeOutputSource : IHttp2OutputSource
 
     public void ClearFile(Http2Stream.FileOutput file) => throw new NotSupportedException();
     public void EndFileOutput() => throw new NotSupportedException();
+    public Http2Stream.LentOutput? PendingLent => null;
+    public void EndLentOutput() => throw new NotSupportedException();
     public void ClearOutputSignal() => throw new NotSupportedException();
 
     public override string ToString() => "stream " + StreamId;

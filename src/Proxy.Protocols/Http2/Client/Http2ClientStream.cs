@@ -194,6 +194,8 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
     Http2Stream.FileOutput? IHttp2OutputSource.PendingFile => null;
     void IHttp2OutputSource.ClearFile(Http2Stream.FileOutput file) { }
     void IHttp2OutputSource.EndFileOutput() { }
+    Http2Stream.LentOutput? IHttp2OutputSource.PendingLent => null;
+    void IHttp2OutputSource.EndLentOutput() { }
 
     // ---- Owned by the read loop ----
 
