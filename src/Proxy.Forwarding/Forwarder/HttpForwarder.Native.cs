@@ -248,6 +248,12 @@ internal sealed partial class HttpForwarder
     /// </summary>
     private const int MaxRelayChunk = 64 * 1024;
 
+    /// <summary>
+    /// The smallest chunk the response pump lends instead of copying (a full DATA frame). Below it a copy costs less than
+    /// the hand-over: a 1 KB response lent instead of copied took a send of its own for its END_STREAM in 8% of requests.
+    /// </summary>
+    private const int MinLentChunk = 16 * 1024;
+
     /// <summary>Largest declared body received whole before the head is forwarded (within every stream window we grant).</summary>
     private const long MaxPrebufferedBody = 64 * 1024;
 
@@ -490,7 +496,7 @@ internal sealed partial class HttpForwarder
                     completed = false;
                 }
 
-                if (lend)
+                if (lend && buffer.Length >= MinLentChunk)
                 {
                     bool sent;
                     try

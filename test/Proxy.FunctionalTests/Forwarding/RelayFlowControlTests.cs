@@ -21,8 +21,10 @@ public sealed class RelayFlowControlTests
     // stream's output buffer (64 KiB) and frames in flight; well below the 16 MiB body.
     private const long Bound = 1152 * 1024;
 
-    [Fact]
-    public async Task SlowClient_BackendNeverFurtherAheadThanTheProxysWindows()
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)] // the direct path lends the backend's bytes to the client's writer loop instead of copying them
+    public async Task SlowClient_BackendNeverFurtherAheadThanTheProxysWindows(bool directPath)
     {
         using var listener = new TcpListener(IPAddress.Loopback, 0);
         listener.Start();
@@ -39,6 +41,10 @@ public sealed class RelayFlowControlTests
         {
             b.Configuration.AddInMemoryCollection(keys);
             b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+            if (directPath)
+            {
+                Proxy.Relay.NativeRelayExtensions.AddDirectPath(b.Services);
+            }
         });
 
         // The client: a 16 KiB window it refills only when the backend reports it is stalled (a reader slower than anything).
