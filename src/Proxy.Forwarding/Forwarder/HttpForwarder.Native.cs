@@ -496,7 +496,9 @@ internal sealed partial class HttpForwarder
                     completed = false;
                 }
 
-                if (lend && buffer.Length >= MinLentChunk)
+                // NOTE: the body's last chunk is copied, not lent: copied, it leaves with the END_STREAM (or trailers) that
+                // completing the response adds; lent, it left at once and the end followed in a send of its own.
+                if (lend && !completed && buffer.Length >= MinLentChunk)
                 {
                     bool sent;
                     try
@@ -526,11 +528,6 @@ internal sealed partial class HttpForwarder
                     }
 
                     activity.ResetActivity();
-                    if (completed)
-                    {
-                        return (StreamCopyResult.Success, null);
-                    }
-
                     continue;
                 }
 

@@ -88,6 +88,9 @@ internal sealed partial class Http2Stream
     public void EndLentOutput()
     {
         _lentOutputClosed = true;
+        // A full fence between the flag and the slot (a lender does the mirror: publishes, then reads the flag), so one
+        // of the two sees the other's write.
+        Interlocked.MemoryBarrier();
         if (Volatile.Read(ref _lentOutput) is { } lent)
         {
             lent.RequestEnd();
