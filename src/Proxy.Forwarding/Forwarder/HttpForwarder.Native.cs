@@ -443,7 +443,7 @@ internal sealed partial class HttpForwarder
         // wakes the waiting read, which returns IsCanceled.
         // A plain local in try/finally, not a using variable: a using variable is read-only, so Register would act on a
         // defensive copy and the registration would never be disposed.
-        var cancelRead = new ReadCancellation<TFront>(input, token, front, lend);
+        var cancelRead = new ReadCancellation<TFront>(input, activity, front, lend);
         try
         {
             while (true)
@@ -507,7 +507,7 @@ internal sealed partial class HttpForwarder
                         if (!lending.IsCompleted)
                         {
                             cancelRead.Register(); // cancellation revokes the lend: the writer lets go of the bytes, then this returns
-                            if (token.IsCancellationRequested)
+                            if (token.IsCancellationRequested && !activity.ShuttingDown)
                             {
                                 front.RevokeLentResponseBody(); // cancelled after the loop's check, before the lend was there to revoke
                             }
@@ -579,9 +579,14 @@ internal sealed partial class HttpForwarder
     /// Wakes a pump's waiting read, and revokes its pending lend when it lends (<paramref name="lends"/>), when the exchange
     /// is cancelled; registers on the first wait only.
     /// </summary>
-    private struct ReadCancellation<TFront>(PipeReader input, CancellationToken token, TFront front, bool lends) : IDisposable
+    /// <remarks>
+    /// NOTE: a lend is not revoked for a shutdown: an event stream then ends normally (as with a copied chunk, whose bytes
+    /// all go out before the end), so the chunk is sent whole rather than cut wherever the windows stopped it.
+    /// </remarks>
+    private struct ReadCancellation<TFront>(PipeReader input, ForwardingCancellation activity, TFront front, bool lends) : IDisposable
         where TFront : IForwardingFront
     {
+        private readonly CancellationToken token = activity.Token;
         private CancellationTokenRegistration _registration;
         private bool _registered;
 
@@ -595,10 +600,13 @@ internal sealed partial class HttpForwarder
                     ? token.UnsafeRegister(static state => ((PipeReader)state!).CancelPendingRead(), input)
                     : token.UnsafeRegister(static state =>
                     {
-                        var (reader, lender) = ((PipeReader, TFront))state!;
+                        var (reader, lender, cancellation) = ((PipeReader, TFront, ForwardingCancellation))state!;
                         reader.CancelPendingRead();
-                        lender.RevokeLentResponseBody();
-                    }, (input, front));
+                        if (!cancellation.ShuttingDown)
+                        {
+                            lender.RevokeLentResponseBody();
+                        }
+                    }, (input, front, activity));
             }
         }
 

@@ -1,3 +1,4 @@
+using System.Buffers;
 using System.Net;
 using System.Net.Sockets;
 using Microsoft.Extensions.Configuration;
@@ -160,5 +161,67 @@ public sealed class RelayFlowControlTests
         Assert.Equal(Total, Interlocked.Read(ref received));
         Assert.True(stalls > 10, $"The backend stalled only {stalls} times: the proxy granted credit the client never gave.");
         Assert.True(largestGap > 768 * 1024 / 2, $"The largest gap, {largestGap} bytes, is below half the backend stream window: the test did not fill the proxy.");
+    }
+    [Fact]
+    public async Task DirectPath_ClientResetsWhileTheBackendsBytesAreLent_BackendStreamCancelledAndTheClientConnectionCarriesOn()
+    {
+        using var listener = new TcpListener(IPAddress.Loopback, 0);
+        listener.Start();
+        var backendPort = ((IPEndPoint)listener.LocalEndpoint).Port;
+        var keys = new Dictionary<string, string?>
+        {
+            ["ReverseProxy:Routes:r:ClusterId"] = "c",
+            ["ReverseProxy:Routes:r:Match:Path"] = "/{**rest}",
+            ["ReverseProxy:Clusters:c:Destinations:d:Address"] = $"http://127.0.0.1:{backendPort}/",
+            ["ReverseProxy:Clusters:c:HttpRequest:Version"] = "2",
+            ["ReverseProxy:Clusters:c:HttpRequest:VersionPolicy"] = "RequestVersionExact",
+        };
+        await using var proxy = await TestHost.StartAsync(ServerKind.ProxyServer, app => app.MapProxyForwarding(), https: false, configureBuilder: b =>
+        {
+            b.Configuration.AddInMemoryCollection(keys);
+            b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+            Proxy.Relay.NativeRelayExtensions.AddDirectPath(b.Services);
+        });
+
+        // The client's stream window is 1,000 bytes: the proxy's writer stops inside the first 64 KiB it was lent.
+        await using var client = await Http2TestPeer.ConnectAsync(new IPEndPoint(IPAddress.Loopback, proxy.H2cAddress.Port));
+        await client.HandshakeAsync(new Http2Setting(Http2SettingsParameter.InitialWindowSize, 1000));
+        await client.SendRequestHeadersAsync(1, "GET", "/download");
+
+        using var accepted = await listener.AcceptSocketAsync().WaitAsync(TimeSpan.FromSeconds(20));
+        await using var backend = Http2TestPeer.Over(accepted);
+        await backend.AcceptHandshakeAsync();
+        await backend.ExpectHeadersAsync(1);
+        await backend.SendResponseHeadersAsync(1, 200, endStream: false);
+        var payload = new byte[16_384];
+        new Random(3).NextBytes(payload);
+        for (var i = 0; i < 4; i++)
+        {
+            await backend.SendDataAsync(1, payload, endStream: false); // 64 KiB, within the proxy's backend windows
+        }
+
+        await client.ExpectHeadersAsync(1);
+        var first = (await client.ExpectDataAsync(1)).AsData();
+        Assert.Equal(payload.AsSpan(0, 1000).ToArray(), first.Data.ToArray());
+
+        await client.SendRstStreamAsync(1, Http2ErrorCode.Cancel);
+
+        // The relay gets its lent bytes back at once and cancels the backend's stream.
+        await backend.ExpectRstStreamAsync(1, Http2ErrorCode.Cancel);
+
+        // The client's connection carries on (a PING is answered; frames of stream 1 that left before the reset arrived
+        // may come first).
+        await client.SendPingAsync(0x1234);
+        while (true)
+        {
+            var frame = await client.ReceiveSkippingWindowUpdatesAsync();
+            Assert.NotEqual(Http2FrameType.GoAway, frame.Type);
+            if (frame.Type == Http2FrameType.Ping)
+            {
+                Assert.True(frame.AsPing().IsAck);
+                Assert.Equal(0x1234ul, frame.AsPing().OpaqueData);
+                break;
+            }
+        }
     }
 }
