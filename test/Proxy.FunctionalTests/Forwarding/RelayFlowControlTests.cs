@@ -29,24 +29,7 @@ public sealed class RelayFlowControlTests
     {
         using var listener = new TcpListener(IPAddress.Loopback, 0);
         listener.Start();
-        var backendPort = ((IPEndPoint)listener.LocalEndpoint).Port;
-        var keys = new Dictionary<string, string?>
-        {
-            ["ReverseProxy:Routes:r:ClusterId"] = "c",
-            ["ReverseProxy:Routes:r:Match:Path"] = "/{**rest}",
-            ["ReverseProxy:Clusters:c:Destinations:d:Address"] = $"http://127.0.0.1:{backendPort}/",
-            ["ReverseProxy:Clusters:c:HttpRequest:Version"] = "2",
-            ["ReverseProxy:Clusters:c:HttpRequest:VersionPolicy"] = "RequestVersionExact",
-        };
-        await using var proxy = await TestHost.StartAsync(ServerKind.ProxyServer, app => app.MapProxyForwarding(), https: false, configureBuilder: b =>
-        {
-            b.Configuration.AddInMemoryCollection(keys);
-            b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
-            if (directPath)
-            {
-                Proxy.Relay.NativeRelayExtensions.AddDirectPath(b.Services);
-            }
-        });
+        await using var proxy = await StartProxyAsync(((IPEndPoint)listener.LocalEndpoint).Port, directPath);
 
         // The client: a 16 KiB window it refills only when the backend reports it is stalled (a reader slower than anything).
         await using var client = await Http2TestPeer.ConnectAsync(new IPEndPoint(IPAddress.Loopback, proxy.H2cAddress.Port));
@@ -162,26 +145,13 @@ public sealed class RelayFlowControlTests
         Assert.True(stalls > 10, $"The backend stalled only {stalls} times: the proxy granted credit the client never gave.");
         Assert.True(largestGap > 768 * 1024 / 2, $"The largest gap, {largestGap} bytes, is below half the backend stream window: the test did not fill the proxy.");
     }
+
     [Fact]
     public async Task DirectPath_ClientResetsWhileTheBackendsBytesAreLent_BackendStreamCancelledAndTheClientConnectionCarriesOn()
     {
         using var listener = new TcpListener(IPAddress.Loopback, 0);
         listener.Start();
-        var backendPort = ((IPEndPoint)listener.LocalEndpoint).Port;
-        var keys = new Dictionary<string, string?>
-        {
-            ["ReverseProxy:Routes:r:ClusterId"] = "c",
-            ["ReverseProxy:Routes:r:Match:Path"] = "/{**rest}",
-            ["ReverseProxy:Clusters:c:Destinations:d:Address"] = $"http://127.0.0.1:{backendPort}/",
-            ["ReverseProxy:Clusters:c:HttpRequest:Version"] = "2",
-            ["ReverseProxy:Clusters:c:HttpRequest:VersionPolicy"] = "RequestVersionExact",
-        };
-        await using var proxy = await TestHost.StartAsync(ServerKind.ProxyServer, app => app.MapProxyForwarding(), https: false, configureBuilder: b =>
-        {
-            b.Configuration.AddInMemoryCollection(keys);
-            b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
-            Proxy.Relay.NativeRelayExtensions.AddDirectPath(b.Services);
-        });
+        await using var proxy = await StartProxyAsync(((IPEndPoint)listener.LocalEndpoint).Port, directPath: true);
 
         // The client's stream window is 1,000 bytes: the proxy's writer stops inside the first 64 KiB it was lent.
         await using var client = await Http2TestPeer.ConnectAsync(new IPEndPoint(IPAddress.Loopback, proxy.H2cAddress.Port));
@@ -223,5 +193,27 @@ public sealed class RelayFlowControlTests
                 break;
             }
         }
+    }
+
+    /// <summary>Our proxy on our server with one route to an h2c backend at <paramref name="backendPort"/>, over the native relay.</summary>
+    private static Task<TestHost> StartProxyAsync(int backendPort, bool directPath)
+    {
+        var keys = new Dictionary<string, string?>
+        {
+            ["ReverseProxy:Routes:r:ClusterId"] = "c",
+            ["ReverseProxy:Routes:r:Match:Path"] = "/{**rest}",
+            ["ReverseProxy:Clusters:c:Destinations:d:Address"] = $"http://127.0.0.1:{backendPort}/",
+            ["ReverseProxy:Clusters:c:HttpRequest:Version"] = "2",
+            ["ReverseProxy:Clusters:c:HttpRequest:VersionPolicy"] = "RequestVersionExact",
+        };
+        return TestHost.StartAsync(ServerKind.ProxyServer, app => app.MapProxyForwarding(), https: false, configureBuilder: b =>
+        {
+            b.Configuration.AddInMemoryCollection(keys);
+            b.Services.AddProxyForwarding().LoadFromConfig(b.Configuration.GetSection("ReverseProxy"));
+            if (directPath)
+            {
+                Proxy.Relay.NativeRelayExtensions.AddDirectPath(b.Services);
+            }
+        });
     }
 }
