@@ -21,7 +21,7 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     /// <summary>Bytes kept for reuse by default: the output of about 64 connections at 1 MiB each.</summary>
     public const long DefaultMaxRetainedBytes = 64L * 1024 * 1024;
 
-    /// <summary>4 KiB: the block of <see cref="StreamDefault"/> (Kestrel's block size too).</summary>
+    /// <summary>4 KiB: the middle block of <see cref="StreamDefault"/> (Kestrel's block size too).</summary>
     public const int StreamBlockSize = 4 * 1024;
 
     /// <summary>How often <see cref="Default"/> frees the blocks no renter asked for since the last time.</summary>
