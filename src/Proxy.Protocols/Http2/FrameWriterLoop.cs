@@ -104,8 +104,8 @@ internal sealed partial class FrameWriterLoop
                 {
                     if (_lendReturned && _wake.Scheduler.IsOnEventLoop)
                     {
-                        // A lender got its bytes back in this pass and resumes later in this batch: its next chunk, or
-                        // its response's end, then leaves in the same write instead of one of its own.
+                        // A lender got its bytes back in this pass and resumes later in this batch: its next chunk then
+                        // leaves in the same write instead of one of its own (unless a signal came meanwhile: see YieldAsync).
                         _lendReturned = false;
                         await _wake.YieldAsync();
                         continue;
