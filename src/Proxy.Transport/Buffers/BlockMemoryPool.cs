@@ -155,8 +155,8 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     public const int StreamSmallBlockSize = 1024;
 
     /// <summary>
-    /// Rents of at most this many bytes get a block of this size instead of <see cref="MaxBufferSize"/>; 0 when the
-    /// pool has one size. A pipe rents max(its minimum segment size, the writer's size hint): give such a pipe this as
+    /// Rents of at most this many bytes go to the next smaller size (a block of this size, or a smaller one when that
+    /// pool has sizes of its own) instead of <see cref="MaxBufferSize"/>; 0 when the pool has one size. A pipe rents max(its minimum segment size, the writer's size hint): give such a pipe this as
     /// its minimum segment size and write with hints.
     /// </summary>
     public int SmallBlockSize => _small?._blockSize ?? 0;
