@@ -10,7 +10,7 @@
 #   benchmarks/proxy-ab.sh [--a-env "K=V ..."] [--b-env "K=V ..."] [--a-dll PATH] [--b-dll PATH] [--b-peer NAME]
 #                          [--rounds 3] [--duration 6] [--warmup 2] [--prime 20] [--no-build] SCENARIO...
 #
-# SCENARIO: get-1k-h1 / get-100b-h1 (h2load --h1 64x1), get-100k-h1 (16x1), get-100k-h2c / get-100k-h2 (8x8),
+# SCENARIO: get-1k-h1 / get-100b-h1 / get-1k-h1-tls (h2load --h1 64x1), get-100k-h1 (16x1), get-100k-h2c / get-100k-h2 (8x8),
 # get-1k-h2c / get-10k-h2c / get-1k-h2 / post-1k-h2c (h2load 16x16), post-1k-h1 (64x1), grpc-1x70-h2c /
 # grpc-1x70-h2 / grpc-4x70-h2 (Proxy.Load, Grpc.Net.Client unary), grpc-stream-1x70-h2c (server streaming, 1 KB
 # messages: a request is a message). Both proxies run the main build unless --a-dll/--b-dll name
@@ -95,6 +95,7 @@ run() { # side scenario duration -> "rps us/req [perf counts]"
   pid=$(cat "$WORK/$side.pid"); base=$([[ $side == A ]] && echo 18080 || echo 18090); out=$WORK/out-$side.txt
   case $s in
     get-1k-h1) h2load --h1 -c64 -m1 -D "$d" --warm-up-time="$WARMUP" "http://127.0.0.1:$base/size/1024" >"$out" 2>&1 & ;;
+    get-1k-h1-tls) h2load --h1 -c64 -m1 -D "$d" --warm-up-time="$WARMUP" "https://127.0.0.1:$((base + 3))/size/1024" >"$out" 2>&1 & ;;
     get-100b-h1) h2load --h1 -c64 -m1 -D "$d" --warm-up-time="$WARMUP" "http://127.0.0.1:$base/size/100" >"$out" 2>&1 & ;;
     get-100k-h1) h2load --h1 -c16 -m1 -D "$d" --warm-up-time="$WARMUP" "http://127.0.0.1:$base/size/102400" >"$out" 2>&1 & ;;
     get-100k-h2c) h2load -c8 -m8 -D "$d" --warm-up-time="$WARMUP" "http://127.0.0.1:$((base + 1))/size/102400" >"$out" 2>&1 & ;;

@@ -4,6 +4,11 @@
 # its last sample while they are open, and (RSS - idle RSS) / streams, TLS and everything else included.
 #
 #   benchmarks/sse-memory.sh [--connections 2000] [--streams 10] [--warmup 40] [--duration 30] [--no-build]
+#                            [--host-dll PATH]
+#
+# Also prints the mean of the RSS samples (one a second) over the measured period: a peak or a last sample depends on
+# where the GC's collections fall, the mean much less. --host-dll runs another build's Proxy.Host.dll (e.g. a
+# `git worktree` build of an older commit), to alternate two builds run by run.
 #
 # The proxy's environment passes through (e.g. DOTNET_gcServer=0 to try the workstation GC). Ports: 19101/19102
 # (backend), 18443 (proxy). The backend and the client are benchmarks/Proxy.Load (`serve`, `run --scenario sse`).
@@ -11,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-CONNECTIONS=2000; STREAMS=10; WARMUP=40; DURATION=30; BUILD=1
+CONNECTIONS=2000; STREAMS=10; WARMUP=40; DURATION=30; BUILD=1; HOST_DLL=
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --connections) CONNECTIONS=$2; shift 2 ;;
@@ -19,12 +24,13 @@ while [[ $# -gt 0 ]]; do
     --warmup) WARMUP=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
+    --host-dll) HOST_DLL=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 
 LOAD="$ROOT/benchmarks/Proxy.Load/bin/Release/net10.0/Proxy.Load.dll"
-HOST="$ROOT/src/Proxy.Host/bin/Release/net10.0/Proxy.Host.dll"
+HOST=${HOST_DLL:-"$ROOT/src/Proxy.Host/bin/Release/net10.0/Proxy.Host.dll"}
 if [[ $BUILD == 1 ]]; then
   dotnet build -c Release "$ROOT/src/Proxy.Host" -v q -nologo >/dev/null
   dotnet build -c Release "$ROOT/benchmarks/Proxy.Load" -v q -nologo >/dev/null
@@ -64,11 +70,17 @@ IDLE=$(rss)
 dotnet "$LOAD" run --scenario sse --url https://127.0.0.1:18443 --connections "$CONNECTIONS" --streams "$STREAMS" \
   --rate 1 --warmup "$WARMUP" --duration "$DURATION" --target-pid "$PROXY" --no-progress --label proxy >"$WORK/run.out" 2>"$WORK/run.err" &
 CLIENT=$!; PIDS+=($CLIENT)
-PEAK=0; LAST=0; PREV=0
+PEAK=0; LAST=0; PREV=0; MEASURED=()
+MEASURE_FROM=$((SECONDS + WARMUP))
 while kill -0 "$CLIENT" 2>/dev/null; do
-  r=$(rss); (( r > PEAK )) && PEAK=$r; LAST=$PREV; PREV=$r; sleep 2
+  r=$(rss); (( r > PEAK )) && PEAK=$r; LAST=$PREV; PREV=$r
+  (( SECONDS >= MEASURE_FROM )) && MEASURED+=("$r")
+  sleep 1
 done
 wait "$CLIENT" || { cat "$WORK/run.err" >&2; echo "the SSE run failed" >&2; exit 1; }
 tail -1 "$WORK/run.out"
 N=$((CONNECTIONS * STREAMS))
-echo "streams $N: proxy RSS idle ${IDLE} kB, peak ${PEAK} kB ($(( (PEAK - IDLE) * 1024 / N )) B per stream), last ${LAST} kB ($(( (LAST - IDLE) * 1024 / N )) B per stream)"
+# the mean of the measured period's samples but the last one (taken as the client may be closing its streams)
+MEAN=$LAST; COUNT=$(( ${#MEASURED[@]} - 1 ))
+(( COUNT > 0 )) && MEAN=$(( ($(IFS=+; echo "${MEASURED[*]:0:COUNT}")) / COUNT ))
+echo "streams $N: proxy RSS idle ${IDLE} kB, peak ${PEAK} kB ($(( (PEAK - IDLE) * 1024 / N )) B per stream), last ${LAST} kB ($(( (LAST - IDLE) * 1024 / N )) B per stream), mean ${MEAN} kB over ${COUNT} samples ($(( (MEAN - IDLE) * 1024 / N )) B per stream)"
