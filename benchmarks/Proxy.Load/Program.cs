@@ -14,7 +14,7 @@ namespace Proxy.Load
               Proxy.Load serve [--server proxy|kestrel] [--urls http://127.0.0.1:5201] [--h2c-port N] [--https-port N] [--sse-rate N]
               Proxy.Load run --scenario grpcnet-unary|grpcnet-serverstreaming|grpcnet-pingpong|http-get|http-post|sse --url URL
                   [--connections C] [--streams S] [--http 2|1.1] [--payload BYTES] [--request-size BYTES]
-                  [--response-size BYTES] [--size BYTES] [--rate N]
+                  [--response-size BYTES] [--size BYTES] [--rate N | --every SECONDS] [--ramp SECONDS]
                   [--warmup SECONDS] [--duration SECONDS] [--label NAME] [--target-pid PID] [--json FILE]
                   [--no-header] [--no-progress]
             See benchmarks/Proxy.Load/README.md.

@@ -37,6 +37,12 @@ public sealed record LoadOptions
 
     public int Rate { get; init; } = 10;
 
+    /// <summary>SSE: one event every this many seconds per stream instead of <see cref="Rate"/> a second (quiet streams).</summary>
+    public int? EverySeconds { get; init; }
+
+    /// <summary>Connections start evenly over this many seconds (users arriving), not all at once; 0: all at once.</summary>
+    public double RampSeconds { get; init; }
+
     public double WarmupSeconds { get; init; } = 5;
 
     public double DurationSeconds { get; init; } = 15;
@@ -64,15 +70,15 @@ public sealed record LoadOptions
 
     public string Shape => $"{Connections}x{Streams}";
 
-    /// <summary>The size column: response payload (gRPC), body size (HTTP), events per second (SSE).</summary>
-    public int SizeColumn => IsGrpc ? GrpcResponseSize : Scenario == "sse" ? Rate : Size;
+    /// <summary>The size column: response payload (gRPC), body size (HTTP), events per second (SSE; 0 with --every).</summary>
+    public int SizeColumn => IsGrpc ? GrpcResponseSize : Scenario == "sse" ? (EverySeconds is null ? Rate : 0) : Size;
 
     /// <summary>Parses `run` arguments (after the verb); throws <see cref="UsageException"/> on anything wrong.</summary>
     public static LoadOptions Parse(IReadOnlyList<string> args)
     {
         var values = CommandLine.Parse(args,
             ["--scenario", "--url", "--connections", "--streams", "--http", "--payload", "--request-size", "--response-size", "--size", "--rate",
-             "--warmup", "--duration",
+             "--every", "--ramp", "--warmup", "--duration",
              "--label", "--target-pid", "--json"],
             ["--no-header", "--no-progress"]);
 
@@ -106,6 +112,8 @@ public sealed record LoadOptions
             ResponseSize = values.ContainsKey("--response-size") ? Int(values, "--response-size", 0, min: 0) : null,
             Size = Int(values, "--size", 1024, min: 0),
             Rate = Int(values, "--rate", 10, min: 1),
+            EverySeconds = values.ContainsKey("--every") ? Int(values, "--every", 1, min: 1) : null,
+            RampSeconds = Seconds(values, "--ramp", 0),
             WarmupSeconds = Seconds(values, "--warmup", 5),
             DurationSeconds = Seconds(values, "--duration", 15),
             Label = values.GetValueOrDefault("--label") ?? "target",
@@ -114,6 +122,16 @@ public sealed record LoadOptions
             NoHeader = values.ContainsKey("--no-header"),
             NoProgress = values.ContainsKey("--no-progress"),
         };
+        if (options.EverySeconds is not null && (values.ContainsKey("--rate") || scenario != "sse"))
+        {
+            throw new UsageException("--every is for the sse scenario, instead of --rate.");
+        }
+
+        if (options.RampSeconds < 0 || options.RampSeconds > options.WarmupSeconds)
+        {
+            throw new UsageException("--ramp must be between 0 and --warmup: the measured window starts with every connection open.");
+        }
+
         if (options.DurationSeconds <= 0)
         {
             throw new UsageException("--duration must be positive.");

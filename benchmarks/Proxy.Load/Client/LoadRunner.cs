@@ -10,6 +10,20 @@ namespace Proxy.Load.Client;
 /// </summary>
 public static class LoadRunner
 {
+    private static async Task StartLaterAsync(TimeSpan delay, Func<Task> run, CancellationToken stopping)
+    {
+        try
+        {
+            await Task.Delay(delay, stopping);
+        }
+        catch (OperationCanceledException)
+        {
+            return;
+        }
+
+        await run();
+    }
+
     public static async Task<RunResult> RunAsync(LoadOptions options, TextWriter? progress)
     {
         var scenario = Scenario.Create(options);
@@ -22,13 +36,18 @@ public static class LoadRunner
         var workers = new List<Task>();
         try
         {
+            var index = 0;
             foreach (var connection in connections)
             {
+                // --ramp: connection i starts at i/C of the ramp (users arriving), its streams together.
+                var start = TimeSpan.FromSeconds(options.RampSeconds * index++ / options.Connections);
                 for (var s = 0; s < options.Streams; s++)
                 {
                     var worker = new WorkerStats();
                     stats.Add(worker);
-                    workers.Add(Task.Run(() => scenario.RunStreamAsync(connection, worker, state)));
+                    workers.Add(start == TimeSpan.Zero
+                        ? Task.Run(() => scenario.RunStreamAsync(connection, worker, state))
+                        : StartLaterAsync(start, () => scenario.RunStreamAsync(connection, worker, state), state.Stopping));
                 }
             }
 
@@ -100,7 +119,7 @@ public static class LoadRunner
                 BadResponses = bad,
                 FirstError = state.FirstError,
                 LatencyMs = LatencySummary.From(total),
-                Sse = options.Scenario == "sse" ? new SseSummary(options.Rate, requests, lost, reconnects) : null,
+                Sse = options.Scenario == "sse" ? new SseSummary(options.EverySeconds is null ? options.Rate : 0, requests, lost, reconnects, options.EverySeconds) : null,
                 Target = target,
             };
         }

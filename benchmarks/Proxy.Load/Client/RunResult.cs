@@ -81,4 +81,6 @@ public sealed record LatencySummary(double Mean, double P50, double P90, double 
     }
 }
 
-public sealed record SseSummary(int Rate, long Events, long Lost, long Reconnects);
+/// <param name="Rate">Events per second per stream (0 with <paramref name="EverySeconds"/>).</param>
+/// <param name="EverySeconds">One event every this many seconds per stream (--every), else null.</param>
+public sealed record SseSummary(int Rate, long Events, long Lost, long Reconnects, int? EverySeconds = null);

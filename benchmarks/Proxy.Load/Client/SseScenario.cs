@@ -15,7 +15,7 @@ public sealed class SseScenario(LoadOptions options) : HttpClientScenario(option
 
     private static ReadOnlySpan<byte> DataPrefix => "data: "u8;
 
-    private readonly Uri _uri = new(options.Url, $"/sse?rate={options.Rate}");
+    private readonly Uri _uri = new(options.Url, options.EverySeconds is { } every ? $"/sse?every={every}" : $"/sse?rate={options.Rate}");
 
     /// <summary>HTTP/1.1 holds one stream per connection, so a handler needs as many connections as streams.</summary>
     public override int ConnectionsPerHandler => Options.HttpVersion == HttpVersion.Version20 ? 1 : Options.Streams;

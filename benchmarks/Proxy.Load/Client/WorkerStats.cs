@@ -80,11 +80,23 @@ public sealed class WorkerStats
 
     public void Failed(RunState state, Exception exception)
     {
-        state.NoteError($"{exception.GetType().Name}: {exception.Message}");
+        state.NoteError(Describe(exception));
         if (state.Measuring)
         {
             Volatile.Write(ref _errors, _errors + 1);
         }
+    }
+
+    /// <summary>The exception and its inner ones: "An error occurred while sending the request" alone says nothing of why.</summary>
+    private static string Describe(Exception exception)
+    {
+        var text = $"{exception.GetType().Name}: {exception.Message}";
+        for (var inner = exception.InnerException; inner is not null; inner = inner.InnerException)
+        {
+            text += $" <- {inner.GetType().Name}: {inner.Message}";
+        }
+
+        return text;
     }
 
     public void LostEvents(RunState state, long count)

@@ -24,7 +24,8 @@ public sealed class BenchmarkEndpoints : IAsyncDisposable
     private static readonly byte[] s_sseHello = ": ok\n\n"u8.ToArray();
 
     private readonly ConcurrentDictionary<int, byte[]> _bodies = new();
-    private readonly ConcurrentDictionary<int, Lazy<SseBroadcaster>> _broadcasters = new();
+    // Keyed by the interval between events: ?rate=N and ?every=S streams of the same pace share one broadcaster.
+    private readonly ConcurrentDictionary<TimeSpan, Lazy<SseBroadcaster>> _broadcasters = new();
     private readonly int _defaultSseRate;
 
     public BenchmarkEndpoints(int defaultSseRate = 10)
@@ -41,7 +42,7 @@ public sealed class BenchmarkEndpoints : IAsyncDisposable
 
     public void Map(IEndpointRouteBuilder routes)
     {
-        routes.MapGet("/", () => $"Proxy.Load backend: {ServiceName}, GET /size/{{bytes}}, POST /echo, GET /sse?rate=N, GET /stream/{{bytes}}, POST /sink?rate=N.\n");
+        routes.MapGet("/", () => $"Proxy.Load backend: {ServiceName}, GET /size/{{bytes}}, POST /echo, GET /sse?rate=N or ?every=S, GET /stream/{{bytes}}, POST /sink?rate=N.\n");
         routes.MapGrpcService<BenchmarkGrpcService>();
         routes.MapGet("/size/{bytes:int}", (HttpContext context, int bytes) => WriteBodyAsync(context, bytes));
         routes.MapPost("/echo", EchoAsync);
@@ -155,12 +156,22 @@ public sealed class BenchmarkEndpoints : IAsyncDisposable
         await writer.FlushAsync(aborted);
     }
 
+    /// <summary>The time between two events of <c>/sse</c>: <c>?every=S</c> seconds (quiet streams), else 1/<c>?rate=N</c>, else 1/the default rate.</summary>
+    public static TimeSpan SseInterval(IQueryCollection query, int defaultRate)
+    {
+        if (int.TryParse(query["every"], NumberStyles.None, CultureInfo.InvariantCulture, out var every) && every > 0)
+        {
+            return TimeSpan.FromSeconds(every);
+        }
+
+        var rate = int.TryParse(query["rate"], NumberStyles.None, CultureInfo.InvariantCulture, out var r) && r > 0 ? r : defaultRate;
+        return TimeSpan.FromSeconds(1.0 / rate);
+    }
+
     private async Task SseAsync(HttpContext context)
     {
-        var rate = int.TryParse(context.Request.Query["rate"], NumberStyles.None, CultureInfo.InvariantCulture, out var r) && r > 0
-            ? r
-            : _defaultSseRate;
-        var broadcaster = _broadcasters.GetOrAdd(rate, n => new Lazy<SseBroadcaster>(() => new SseBroadcaster(n))).Value;
+        var interval = SseInterval(context.Request.Query, _defaultSseRate);
+        var broadcaster = _broadcasters.GetOrAdd(interval, i => new Lazy<SseBroadcaster>(() => new SseBroadcaster(i))).Value;
 
         var response = context.Response;
         var aborted = context.RequestAborted;

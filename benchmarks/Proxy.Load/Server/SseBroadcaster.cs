@@ -7,7 +7,7 @@ using System.Threading.Channels;
 namespace Proxy.Load.Server;
 
 /// <summary>
-/// Emits one event every 1/rate seconds to every subscribed stream: <c>data: &lt;unix-ns&gt; &lt;seq&gt;\n\n</c>,
+/// Emits one event every 1/rate seconds (or every <c>interval</c>) to every subscribed stream: <c>data: &lt;unix-ns&gt; &lt;seq&gt;\n\n</c>,
 /// formatted once per event and shared by all subscribers (a broadcast, not a per-stream timer).
 /// </summary>
 // Owned by the server: the tick loop writes, subscribers (one per /sse request) read their own channel.
@@ -18,13 +18,25 @@ public sealed class SseBroadcaster : IAsyncDisposable
     private readonly Task _loop;
 
     public SseBroadcaster(int rate)
+        : this(TimeSpan.FromSeconds(1.0 / CheckRate(rate)))
     {
-        ArgumentOutOfRangeException.ThrowIfLessThan(rate, 1);
-        Rate = rate;
+    }
+
+    public SseBroadcaster(TimeSpan interval)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThanOrEqual(interval, TimeSpan.Zero);
+        Interval = interval;
         _loop = Task.Run(TickLoopAsync);
     }
 
-    public int Rate { get; }
+    /// <summary>Time between two events.</summary>
+    public TimeSpan Interval { get; }
+
+    private static int CheckRate(int rate)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(rate, 1);
+        return rate;
+    }
 
     public int SubscriberCount => _subscribers.Count;
 
@@ -41,7 +53,7 @@ public sealed class SseBroadcaster : IAsyncDisposable
     {
         // Schedule against a fixed origin so timer jitter does not accumulate into a lower rate;
         // when late (a slow tick), the next event goes out at once.
-        var interval = Stopwatch.Frequency / (double)Rate;
+        var interval = Stopwatch.Frequency * Interval.TotalSeconds;
         var origin = Stopwatch.GetTimestamp();
         long seq = 0;
         var token = _stop.Token;

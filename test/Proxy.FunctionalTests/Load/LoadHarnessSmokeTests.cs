@@ -172,6 +172,80 @@ public sealed class LoadHarnessSmokeTests(LoadBackendFixture backend) : IClassFi
         Assert.Equal("xxxxxxxxxx", response.BodyText);
     }
 
+    /// <summary>
+    /// <c>/sse?every=S</c> (quiet streams, <c>run --every</c>): the backend sends an event every S seconds. Waits for two
+    /// events themselves (no clock in the test) and checks their form and that they are consecutive.
+    /// </summary>
+    [Theory]
+    [InlineData(ServerKind.Kestrel)]
+    [InlineData(ServerKind.ProxyServer)]
+    public async Task Sse_EveryQuery_SendsConsecutiveEvents(ServerKind kind)
+    {
+        var h2c = backend[kind].H2cAddress!;
+        using var client = new HttpClient();
+        using var request = new HttpRequestMessage(HttpMethod.Get, new Uri(h2c, "/sse?every=1"))
+        {
+            Version = System.Net.HttpVersion.Version20,
+            VersionPolicy = HttpVersionPolicy.RequestVersionExact,
+        };
+        using var response = await client.SendAsync(request, HttpCompletionOption.ResponseHeadersRead);
+        Assert.Equal("text/event-stream", response.Content.Headers.ContentType?.MediaType);
+        using var reader = new StreamReader(await response.Content.ReadAsStreamAsync());
+
+        Assert.Equal(": ok", await reader.ReadLineAsync());
+        Assert.Equal("", await reader.ReadLineAsync());
+        var (firstTime, firstSeq) = ParseEvent(await reader.ReadLineAsync());
+        Assert.Equal("", await reader.ReadLineAsync());
+        var (secondTime, secondSeq) = ParseEvent(await reader.ReadLineAsync());
+
+        Assert.True(firstSeq >= 1);
+        Assert.Equal(firstSeq + 1, secondSeq);
+        Assert.True(secondTime >= firstTime);
+
+        static (long UnixNs, long Seq) ParseEvent(string? line)
+        {
+            Assert.NotNull(line);
+            var fields = line.Split(' ');
+            Assert.Equal(3, fields.Length);
+            Assert.Equal("data:", fields[0]);
+            return (long.Parse(fields[1]), long.Parse(fields[2]));
+        }
+    }
+
+    [Theory]
+    [InlineData("?every=10", 10_000)]
+    [InlineData("?every=10&rate=5", 10_000)]
+    [InlineData("?rate=4", 250)]
+    [InlineData("?every=0&rate=4", 250)]
+    [InlineData("?every=x", 100)]
+    [InlineData("", 100)]
+    public void SseInterval_EveryWinsOverRate_ElseTheDefaultRate(string query, int expectedMs)
+    {
+        var parsed = new Microsoft.AspNetCore.Http.QueryCollection(Microsoft.AspNetCore.WebUtilities.QueryHelpers.ParseQuery(query));
+        Assert.Equal(TimeSpan.FromMilliseconds(expectedMs), BenchmarkEndpoints.SseInterval(parsed, defaultRate: 10));
+    }
+
+    [Fact]
+    public void RunOptions_EveryAndRamp_ParsedAndChecked()
+    {
+        string[] common = ["--scenario", "sse", "--url", "https://127.0.0.1:1/", "--warmup", "30"];
+        var options = LoadOptions.Parse([.. common, "--every", "10", "--ramp", "20"]);
+        Assert.Equal(10, options.EverySeconds);
+        Assert.Equal(20, options.RampSeconds);
+        Assert.Equal(0, options.SizeColumn); // the rate column: no events-per-second figure with --every
+
+        var plain = LoadOptions.Parse(common);
+        Assert.Null(plain.EverySeconds);
+        Assert.Equal(0, plain.RampSeconds);
+        Assert.Equal(10, plain.SizeColumn);
+
+        Assert.Contains("--every", Assert.Throws<UsageException>(() => LoadOptions.Parse([.. common, "--every", "10", "--rate", "2"])).Message);
+        Assert.Contains("--every", Assert.Throws<UsageException>(() => LoadOptions.Parse(
+            ["--scenario", "http-get", "--url", "http://127.0.0.1:1/", "--every", "10"])).Message);
+        Assert.Contains("--ramp", Assert.Throws<UsageException>(() => LoadOptions.Parse([.. common, "--ramp", "31"])).Message);
+        Assert.Contains("--every", Assert.Throws<UsageException>(() => LoadOptions.Parse([.. common, "--every", "0"])).Message);
+    }
+
     [Fact]
     public void LatencyHistogram_UniformValues_PercentilesWithinThreePercentAndExactMax()
     {
