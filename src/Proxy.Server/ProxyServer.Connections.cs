@@ -104,10 +104,10 @@ public sealed partial class ProxyServer
         return max == 0 ? null : _handshakeGate ??= new TlsHandshakeGate(max, time: _time);
     }
 
-    private void StartAcceptLoop(IConnectionListener listener, ConnectionDelegate pipeline, TlsHandshakeGate? handshakes)
-        => _acceptLoops.Add(AcceptLoopAsync(listener, pipeline, handshakes));
+    private void StartAcceptLoop(IConnectionListener listener, ConnectionDelegate pipeline)
+        => _acceptLoops.Add(AcceptLoopAsync(listener, pipeline));
 
-    private async Task AcceptLoopAsync(IConnectionListener listener, ConnectionDelegate pipeline, TlsHandshakeGate? handshakes)
+    private async Task AcceptLoopAsync(IConnectionListener listener, ConnectionDelegate pipeline)
     {
         var endpointTags = _metrics is null ? null : ServerMetrics.EndpointTags(listener.EndPoint);
         while (true)
@@ -115,12 +115,6 @@ public sealed partial class ProxyServer
             ConnectionContext? connection;
             try
             {
-                if (handshakes is not null)
-                {
-                    // While the server's handshakes are at their bound, the next connections wait in the kernel's accept
-                    // queue (TlsHandshakeGate).
-                    await handshakes.WaitForRoomAsync(_stopping.Token).ConfigureAwait(false);
-                }
                 connection = await listener.AcceptAsync().ConfigureAwait(false);
             }
             catch (Exception) when (_stopping.IsCancellationRequested)

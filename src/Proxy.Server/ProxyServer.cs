@@ -92,7 +92,7 @@ public sealed partial class ProxyServer : IServer
                 var listeners = Bind(endpoint);
                 foreach (var listener in listeners)
                 {
-                    StartAcceptLoop(listener, pipeline, endpoint.Tls?.HandshakeGate);
+                    StartAcceptLoop(listener, pipeline);
                 }
                 var address = FormatBoundAddress(endpoint, listeners[0].EndPoint);
                 bound.Add(address);
@@ -101,7 +101,7 @@ public sealed partial class ProxyServer : IServer
             foreach (var (listener, endpoint) in _extraListeners)
             {
                 _listeners.Add(listener);
-                StartAcceptLoop(listener, BuildPipeline(endpoint, handler), endpoint.Tls?.HandshakeGate);
+                StartAcceptLoop(listener, BuildPipeline(endpoint, handler));
             }
         }
         catch

@@ -62,10 +62,10 @@ public sealed class ProxyServerOptions
     public TimeSpan ProtocolDetectionTimeout { get; set; } = TimeSpan.FromSeconds(30);
 
     /// <summary>
-    /// TLS handshakes in progress over all the server's https endpoints at which their accept loops stop accepting until
-    /// one ends: the next connections wait in the kernel's accept queue, not in a handshake that cannot get the CPU (see
-    /// <see cref="Proxy.Transport.Tls.TlsHandshakeGate"/>). 0: accept without pacing. Default: 256 per core. An endpoint
-    /// whose <see cref="Proxy.Transport.Tls.TlsServerOptions.HandshakeGate"/> is set in code keeps its own.
+    /// TLS handshakes run at once over all the server's https endpoints; the others wait their turn, first come first
+    /// served, within their <c>HandshakeTimeout</c> (see <see cref="Proxy.Transport.Tls.TlsHandshakeGate"/>). 0: no bound.
+    /// Default: 256 per core. An endpoint whose <see cref="Proxy.Transport.Tls.TlsServerOptions.HandshakeGate"/> is set in
+    /// code keeps its own.
     /// </summary>
     public int MaxConcurrentTlsHandshakes { get; set; } = Proxy.Transport.Tls.TlsHandshakeGate.DefaultMaxConcurrent;
 

@@ -169,46 +169,6 @@ public class ProxyServerTests
         await server.StopAsync(CancellationToken.None);
     }
 
-    /// <summary>
-    /// With one handshake allowed and it held by a client that stalls after the start of its ClientHello, the accept loop
-    /// waits: the next client's handshake cannot begin until the stalled one stops counting (its hold limit, 2 s).
-    /// (In-memory connections: the kernel's accept queue is the listener's channel here.)
-    /// </summary>
-    [Fact]
-    public async Task Accept_HandshakesAtTheBound_WaitsUntilOneStopsCounting()
-    {
-        using var certificate = CreateCertificate();
-        var time = new Microsoft.Extensions.Time.Testing.FakeTimeProvider();
-        using var server = new ProxyServer(new ProxyServerOptions { MaxConcurrentTlsHandshakes = 1 }, NullLoggerFactory.Instance, time, new FakeProtocolFactory());
-        await using var memory = new InMemoryConnectionListener();
-        var endpoint = new ListenOptions(new IPEndPoint(IPAddress.Loopback, 443)).UseHttps(certificate);
-        server.AddListener(memory, endpoint);
-        await server.StartAsync(NoApp, CancellationToken.None);
-        var gate = endpoint.Tls!.HandshakeGate!;
-
-        var stalled = await memory.ConnectAsync();
-        await stalled.Transport.Output.WriteAsync(new byte[] { 0x16, 0x03, 0x01, 0x02, 0x00 }); // a record header, then nothing
-        Assert.True(SpinWait.SpinUntil(() => gate.InProgress == 1, Patience.Long), "the stalled handshake never counted");
-        // The loop looks for room before each accept; it was already waiting for this one, which it accepts (an idle
-        // connection counts for nothing), and then it waits for room.
-        var idle = await memory.ConnectAsync();
-        Assert.True(SpinWait.SpinUntil(() => gate.AcceptsWaiting == 1, Patience.Long), "the accept loop did not wait");
-
-        var next = await memory.ConnectAsync();
-        await using var ssl = new SslStream(next.Stream);
-        var handshake = ssl.AuthenticateAsClientAsync(new SslClientAuthenticationOptions
-        {
-            TargetHost = "localhost",
-            ApplicationProtocols = [SslApplicationProtocol.Http11],
-            RemoteCertificateValidationCallback = (_, _, _, _) => true,
-        });
-        Assert.False(handshake.IsCompleted); // not accepted: nothing reads its ClientHello
-
-        time.Advance(TimeSpan.FromSeconds(2));
-        await handshake.WaitAsync(Patience.Long);
-        await server.StopAsync(new CancellationToken(canceled: true));
-    }
-
     [Theory]
     [InlineData(0, true)]
     [InlineData(-1, false)]

@@ -1,6 +1,6 @@
-using System.Net;
 using System.Net.Security;
 using System.Net.Sockets;
+using Microsoft.AspNetCore.Connections;
 using Microsoft.Extensions.Time.Testing;
 using Proxy.Transport.Sockets;
 using Proxy.Transport.Tls;
@@ -10,121 +10,141 @@ namespace Proxy.Transport.Tests;
 public class TlsHandshakeGateTests
 {
     [Fact]
-    public async Task WaitForRoom_AtTheBound_WaitsUntilAHandshakeEnds()
+    public async Task Enter_BeyondTheBound_WaitsAndEntersFirstComeFirstServed()
     {
         var gate = new TlsHandshakeGate(2);
-        Assert.True(gate.WaitForRoomAsync(default).IsCompletedSuccessfully);
-        var first = gate.Enter();
-        Assert.True(gate.WaitForRoomAsync(default).IsCompletedSuccessfully);
-        var second = gate.Enter();
-        var third = gate.Enter(); // accepted before the bound was seen: counted, never refused
-        Assert.Equal(3, gate.InProgress);
+        var entering = gate.EnterAsync(default);
+        Assert.True(entering.IsCompletedSuccessfully); // a free place: no wait
+        var first = await entering;
+        var second = await gate.EnterAsync(default);
 
-        var acceptA = gate.WaitForRoomAsync(default).AsTask();
-        var acceptB = gate.WaitForRoomAsync(default).AsTask();
-        Assert.Equal(2, gate.AcceptsWaiting);
-        Assert.False(acceptA.IsCompleted || acceptB.IsCompleted);
+        var third = gate.EnterAsync(default).AsTask();
+        var fourth = gate.EnterAsync(default).AsTask();
+        var fifth = gate.EnterAsync(default).AsTask();
+        Assert.Equal(3, gate.Waiting);
+        Assert.False(third.IsCompleted || fourth.IsCompleted || fifth.IsCompleted);
 
-        third.Dispose(); // 2 in progress: still at the bound
-        Assert.False(acceptA.IsCompleted || acceptB.IsCompleted);
-        second.Dispose();
-        second.Dispose(); // a second dispose counts nothing twice
-        await Task.WhenAll(acceptA, acceptB).WaitAsync(Net.Patience);
-        Assert.Equal(1, gate.InProgress);
-        Assert.Equal(0, gate.AcceptsWaiting);
         first.Dispose();
-        Assert.Equal(0, gate.InProgress);
+        using var thirdPlace = await third.WaitAsync(Net.Patience);
+        Assert.False(fourth.IsCompleted || fifth.IsCompleted);
+
+        second.Dispose();
+        second.Dispose(); // a second dispose gives nothing back twice
+        using var fourthPlace = await fourth.WaitAsync(Net.Patience);
+        Assert.False(fifth.IsCompleted);
+        Assert.Equal(2, gate.Holding);
+        Assert.Equal(1, gate.Waiting);
+
+        fourthPlace.Dispose();
+        using var fifthPlace = await fifth.WaitAsync(Net.Patience);
+        Assert.Equal(2, gate.Holding);
+        Assert.Equal(0, gate.Waiting);
     }
 
     [Fact]
-    public async Task Place_CountedForTheHoldLimit_ThenTheAcceptLoopGoesOn()
+    public async Task Place_HeldForTheHoldLimit_GoesBackAndTheNextEnters()
     {
         var time = new FakeTimeProvider();
         var gate = new TlsHandshakeGate(1, TimeSpan.FromSeconds(2), time);
-        var stalled = gate.Enter();
-        var accept = gate.WaitForRoomAsync(default).AsTask();
+        var stalled = await gate.EnterAsync(default);
+        var next = gate.EnterAsync(default).AsTask();
 
         time.Advance(TimeSpan.FromSeconds(1.9));
-        Assert.False(accept.IsCompleted);
+        Assert.False(next.IsCompleted);
         Assert.False(stalled.Released);
 
         time.Advance(TimeSpan.FromSeconds(0.1));
-        await accept.WaitAsync(Net.Patience);
+        using var nextPlace = await next.WaitAsync(Net.Patience);
         Assert.True(stalled.Released);
-        Assert.Equal(0, gate.InProgress);
 
-        var next = gate.Enter();
-        stalled.Dispose(); // its handshake ends later: the count is not taken twice
-        Assert.Equal(1, gate.InProgress);
-        next.Dispose();
+        stalled.Dispose(); // its handshake ends later: nothing more goes back
+        Assert.Equal(1, gate.Holding);
+        Assert.False(gate.EnterAsync(default).IsCompleted);
     }
 
     [Fact]
-    public async Task WaitForRoom_Cancelled_StopsWaiting()
+    public async Task Enter_CancelledWhileWaiting_LeavesTheQueue()
     {
         var gate = new TlsHandshakeGate(1);
-        using var holder = gate.Enter();
+        var holder = await gate.EnterAsync(default);
         using var cancel = new CancellationTokenSource();
-        var accept = gate.WaitForRoomAsync(cancel.Token).AsTask();
+        var waiting = gate.EnterAsync(cancel.Token).AsTask();
 
         cancel.Cancel();
-        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => accept.WaitAsync(Net.Patience));
-        Assert.Equal(0, gate.AcceptsWaiting);
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => waiting.WaitAsync(Net.Patience));
+        Assert.Equal(0, gate.Waiting);
+
+        holder.Dispose();
+        Assert.Equal(0, gate.Holding);
+        using var again = await gate.EnterAsync(default);
+        Assert.Equal(1, gate.Holding);
     }
 
-    /// <summary>Real sockets: an idle TCP connection (no ClientHello) does not count; a TLS client's handshake counts while it runs.</summary>
+    /// <summary>Real sockets: an idle TCP connection (no ClientHello) takes no place, so a TLS client behind it gets through.</summary>
     [Fact]
-    public async Task Handshake_IdleConnection_DoesNotCount()
+    public async Task Handshake_IdleConnectionAhead_HoldsNoPlace()
     {
         var gate = new TlsHandshakeGate(1);
         var options = new TlsServerOptions { ServerCertificate = TestCertificates.Server, HandshakeGate = gate };
-        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), new SocketTransportOptions());
+        await using var listener = SocketConnectionListener.Bind(new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, 0), new SocketTransportOptions());
         using var idle = await Net.ConnectAsync(listener.EndPoint);
         var idleConnection = (await listener.AcceptAsync())!;
         var idleServer = new TlsConnectionMiddleware(_ => Task.CompletedTask, options).OnConnectionAsync(idleConnection);
 
-        var counted = -1;
-        var (client, server) = await TlsConnectionMiddlewareTests.ConnectAsync(listener, options, _ =>
-        {
-            counted = gate.InProgress; // after the handshake: it no longer counts
-            return Task.CompletedTask;
-        }, SslApplicationProtocol.Http2);
+        var (client, server) = await TlsConnectionMiddlewareTests.ConnectAsync(listener, options, _ => Task.CompletedTask, SslApplicationProtocol.Http2);
         await using (client)
         {
             await server.WaitAsync(Net.Patience);
         }
 
-        Assert.Equal(0, counted);
-        Assert.False(idleServer.IsCompleted); // still waiting for its first bytes, uncounted
-        Assert.Equal(0, gate.InProgress);
+        Assert.False(idleServer.IsCompleted); // still waiting for its first bytes, outside the gate
+        Assert.Equal(0, gate.Holding);
         idle.Close();
         await idleServer.WaitAsync(Net.Patience);
         await idleConnection.DisposeAsync();
     }
 
-    /// <summary>Real sockets: a client that sent the start of a ClientHello and stalls counts until the hold limit passes.</summary>
+    /// <summary>
+    /// Real sockets: a client that sent the start of a ClientHello and stalls holds the one place; a real TLS client waits
+    /// at the gate until the stalled one's hold limit passes, then completes its handshake.
+    /// </summary>
     [Fact]
-    public async Task Handshake_StalledClient_CountsUntilTheHoldLimit()
+    public async Task Handshake_PlaceHeldByAStalledClient_NextClientWaitsForTheHoldLimit()
     {
         var time = new FakeTimeProvider();
         var gate = new TlsHandshakeGate(1, TimeSpan.FromSeconds(2), time);
         var options = new TlsServerOptions { ServerCertificate = TestCertificates.Server, HandshakeGate = gate };
-        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0), new SocketTransportOptions());
-        using var stalled = await Net.ConnectAsync(listener.EndPoint);
-        var connection = (await listener.AcceptAsync())!;
-        var server = new TlsConnectionMiddleware(_ => Task.CompletedTask, options, time: time).OnConnectionAsync(connection);
+        var middleware = new TlsConnectionMiddleware(_ => Task.CompletedTask, options, time: time);
+        await using var listener = SocketConnectionListener.Bind(new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, 0), new SocketTransportOptions());
 
+        using var stalled = await Net.ConnectAsync(listener.EndPoint);
+        var stalledConnection = (await listener.AcceptAsync())!;
+        var stalledServer = middleware.OnConnectionAsync(stalledConnection);
         // A TLS handshake record header announcing 512 bytes, and nothing after it.
         await stalled.SendAsync(new byte[] { 0x16, 0x03, 0x01, 0x02, 0x00 }, SocketFlags.None);
-        Assert.True(SpinWait.SpinUntil(() => gate.InProgress == 1, Net.Patience), "the stalled handshake never counted");
+        Assert.True(SpinWait.SpinUntil(() => gate.Holding == 1, Net.Patience), "the stalled client never took the place");
+
+        using var socket = await Net.ConnectAsync(listener.EndPoint);
+        var connection = (await listener.AcceptAsync())!;
+        var server = middleware.OnConnectionAsync(connection);
+        await using var client = new SslStream(new NetworkStream(socket, ownsSocket: false));
+        var handshake = client.AuthenticateAsClientAsync(new SslClientAuthenticationOptions
+        {
+            TargetHost = "localhost",
+            RemoteCertificateValidationCallback = (_, _, _, _) => true,
+        });
+        Assert.True(SpinWait.SpinUntil(() => gate.Waiting == 1, Net.Patience), "the second client never reached the gate");
+        Assert.False(handshake.IsCompleted);
 
         time.Advance(TimeSpan.FromSeconds(2));
-        Assert.Equal(0, gate.InProgress);
-        Assert.False(server.IsCompleted); // the handshake itself goes on, until its own timeout or the client leaves
+        await handshake.WaitAsync(Net.Patience);
+        Assert.Equal(0, gate.Waiting);
 
-        stalled.Close();
+        client.Close();
         await server.WaitAsync(Net.Patience);
-        Assert.Equal(0, gate.InProgress);
+        stalled.Close();
+        await stalledServer.WaitAsync(Net.Patience);
         await connection.DisposeAsync();
+        await stalledConnection.DisposeAsync();
     }
 }

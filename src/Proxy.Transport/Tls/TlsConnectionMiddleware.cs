@@ -125,14 +125,14 @@ public sealed partial class TlsConnectionMiddleware
         {
             if (_options.HandshakeGate is { } gate)
             {
-                // An idle connection does not count: wait for the ClientHello's first bytes, and leave them unread for
+                // An idle connection holds no place: wait for the ClientHello's first bytes, and leave them unread for
                 // the SslStream (examined = start: its first read returns them at once).
                 var input = context.Transport.Input;
                 var first = await input.ReadAsync(linked.Token).ConfigureAwait(false);
                 input.AdvanceTo(first.Buffer.Start);
                 if (!first.Buffer.IsEmpty)
                 {
-                    place = gate.Enter();
+                    place = await gate.EnterAsync(linked.Token).ConfigureAwait(false);
                 }
             }
 

@@ -1,40 +1,33 @@
 namespace Proxy.Transport.Tls;
 
 /// <summary>
-/// Paces a server's accepts by its TLS handshakes in progress: while <see cref="MaxConcurrent"/> handshakes run, the
-/// accept loops of the endpoints that share the gate wait for one to end, so new connections wait in the kernel's accept
-/// queue instead of being accepted into a handshake that cannot get the CPU. Shared by the endpoints of one server (they
-/// share its cores).
+/// Bounds the TLS handshakes a server runs at once; the rest wait their turn, first come first served. Shared by the
+/// endpoints of one server (they share its cores).
 /// </summary>
 /// <remarks>
-/// NOTE: why pace. 10,000 clients connecting in the same second (a restart, every browser's EventSource reconnecting)
-/// were all accepted at once on 2 cores: every handshake's next step queued behind every other's, few finished within
-/// the 10 s handshake timeout, the work was thrown away, the clients reconnected and the storm went on (one run: 54,335
-/// handshakes timed out against 1,149 finished in a minute). nginx (one accept per event-loop turn) and HAProxy
-/// (<c>tune.maxaccept</c>) likewise give connections already accepted their turn before new ones.
-/// NOTE: why not a queue after accept. A first version let every connection in and queued the handshakes at the gate:
-/// the time in the queue counted in the handshake timeout, and 15,000 connections from h2load lost 3,265 to it where
-/// accepting them all lost 377. Waiting in the kernel costs no timeout (the clock starts at accept), and the clients'
-/// own SYN retries space out what the accept queue cannot hold.
-/// NOTE: a connection counts once its first bytes are in (an idle TCP connection counts for nothing), and for at most
-/// <see cref="HoldLimit"/>: a client that sends the start of a ClientHello and stalls (or a slow network) stops counting
-/// then and its handshake goes on, so a few stalled connections a second cannot hold the accept loops.
+/// NOTE: why a bound. 10,000 clients connecting in the same second (a restart, every browser's EventSource
+/// reconnecting) each started a handshake at once on 2 cores. Every handshake's next step then queued behind every
+/// other's, none finished within the 10 s handshake timeout, all the work was thrown away, the clients reconnected and
+/// the storm never ended: 54,335 timed-out handshakes against 1,149 finished in a minute. With a bound the first ones
+/// finish in a fraction of a second and make room, as nginx (one accept per event-loop turn) and HAProxy
+/// (<c>tune.maxaccept</c>) give connections already accepted the turn before new ones.
+/// NOTE: a place is held at most <see cref="HoldLimit"/>: a client that sends its ClientHello and then stalls (or a slow
+/// network) gives its place back then and its handshake goes on outside the bound, so a few stalled connections a second
+/// cannot shut everyone out. The middleware takes a place only once the connection's first bytes are in: an idle TCP
+/// connection holds none.
 /// </remarks>
-// Shared by the handshakes of the server's TLS endpoints (Enter, a Place's release from its handshake or its hold timer)
-// and their accept loops (WaitForRoomAsync): all state under _lock.
+// Shared by every connection of the server's TLS endpoints: SemaphoreSlim is the only state (thread-safe, FIFO for
+// async waiters); a Place is owned by the handshake that entered, and its hold timer may release it from a timer thread.
 public sealed class TlsHandshakeGate
 {
-    /// <summary>Handshakes per core by default: enough to keep the cores busy while handshakes wait on round trips.</summary>
+    /// <summary>Places per core by default: enough to keep the cores busy while handshakes wait on round trips.</summary>
     public const int DefaultPerCore = 256;
 
-    /// <summary>How long one handshake counts by default.</summary>
+    /// <summary>How long one handshake keeps its place by default.</summary>
     public static readonly TimeSpan DefaultHoldLimit = TimeSpan.FromSeconds(2);
 
-    private readonly Lock _lock = new();
+    private readonly SemaphoreSlim _places;
     private readonly TimeProvider _time;
-    private int _inProgress;
-    private int _roomWaiters;
-    private TaskCompletionSource? _room;
 
     public TlsHandshakeGate(int maxConcurrent, TimeSpan? holdLimit = null, TimeProvider? time = null)
     {
@@ -44,6 +37,7 @@ public sealed class TlsHandshakeGate
         MaxConcurrent = maxConcurrent;
         HoldLimit = hold;
         _time = time ?? TimeProvider.System;
+        _places = new SemaphoreSlim(maxConcurrent, maxConcurrent);
     }
 
     /// <summary>The default bound of a server on this machine: <see cref="DefaultPerCore"/> per core.</summary>
@@ -51,88 +45,37 @@ public sealed class TlsHandshakeGate
 
     public int MaxConcurrent { get; }
 
-    /// <summary>Longest time a handshake counts; after it the handshake continues uncounted.</summary>
+    /// <summary>Longest time a handshake holds its place; after it the handshake continues outside the bound.</summary>
     public TimeSpan HoldLimit { get; }
 
-    /// <summary>Handshakes counted now (accepted before the bound was reached may take it past <see cref="MaxConcurrent"/>).</summary>
-    public int InProgress
-    {
-        get
-        {
-            lock (_lock)
-            {
-                return _inProgress;
-            }
-        }
-    }
+    /// <summary>Handshakes holding a place now.</summary>
+    public int Holding => MaxConcurrent - _places.CurrentCount;
 
-    /// <summary>Accept loops waiting for room now.</summary>
-    public int AcceptsWaiting
-    {
-        get
-        {
-            lock (_lock)
-            {
-                return _roomWaiters;
-            }
-        }
-    }
+    /// <summary>Waits for a place (first come, first served); dispose the result when the handshake ends.</summary>
+    public ValueTask<Place> EnterAsync(CancellationToken cancellationToken)
+        => _places.Wait(0) ? ValueTask.FromResult(new Place(this)) : WaitAsync(cancellationToken);
 
-    /// <summary>Counts a handshake that has its first bytes; never waits (the pacing is at accept). Dispose it when the handshake ends.</summary>
-    public Place Enter()
+    /// <summary>Handshakes waiting for a place now.</summary>
+    public int Waiting => Volatile.Read(ref _waiting);
+
+    private int _waiting;
+
+    private async ValueTask<Place> WaitAsync(CancellationToken cancellationToken)
     {
-        lock (_lock)
+        Interlocked.Increment(ref _waiting);
+        try
         {
-            _inProgress++;
+            await _places.WaitAsync(cancellationToken).ConfigureAwait(false);
+        }
+        finally
+        {
+            Interlocked.Decrement(ref _waiting);
         }
         return new Place(this);
     }
 
-    /// <summary>Completes once fewer than <see cref="MaxConcurrent"/> handshakes are in progress: an accept loop's turn to accept.</summary>
-    public async ValueTask WaitForRoomAsync(CancellationToken cancellationToken)
-    {
-        Task room;
-        lock (_lock)
-        {
-            if (_inProgress < MaxConcurrent)
-            {
-                return;
-            }
-            _room ??= new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
-            room = _room.Task;
-            _roomWaiters++;
-        }
-
-        try
-        {
-            await room.WaitAsync(cancellationToken).ConfigureAwait(false);
-        }
-        finally
-        {
-            lock (_lock)
-            {
-                _roomWaiters--;
-            }
-        }
-    }
-
-    private void Exit()
-    {
-        TaskCompletionSource? wake = null;
-        lock (_lock)
-        {
-            _inProgress--;
-            if (_inProgress < MaxConcurrent && _room is { } room)
-            {
-                wake = room;
-                _room = null;
-            }
-        }
-        wake?.TrySetResult();
-    }
-
-    /// <summary>One handshake's count: ends when disposed or when <see cref="HoldLimit"/> has passed, whichever is first.</summary>
-    // Owned by the handshake; the hold timer may end it from a timer thread (ending is idempotent).
+    /// <summary>One handshake's place: given back when disposed or when <see cref="HoldLimit"/> has passed, whichever is first.</summary>
+    // Owned by the handshake; the hold timer may call Release from a timer thread (Release is idempotent).
     public sealed class Place : IDisposable
     {
         private readonly TlsHandshakeGate _gate;
@@ -146,7 +89,7 @@ public sealed class TlsHandshakeGate
             _hold = gate._time.CreateTimer(static state => ((Place)state!).Release(), this, gate.HoldLimit, Timeout.InfiniteTimeSpan);
         }
 
-        /// <summary>The handshake no longer counts (it ended, or it counted for <see cref="HoldLimit"/>).</summary>
+        /// <summary>The place went back (the handshake ended, or it held the place for <see cref="HoldLimit"/>).</summary>
         public bool Released => Volatile.Read(ref _released) == 1;
 
         public void Dispose() => Release();
@@ -156,7 +99,7 @@ public sealed class TlsHandshakeGate
             if (Interlocked.Exchange(ref _released, 1) == 0)
             {
                 _hold?.Dispose();
-                _gate.Exit();
+                _gate._places.Release();
             }
         }
     }

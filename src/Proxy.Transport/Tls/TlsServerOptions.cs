@@ -37,8 +37,8 @@ public sealed class TlsServerOptions
     public TimeSpan HandshakeTimeout { get; set; } = TimeSpan.FromSeconds(10);
 
     /// <summary>
-    /// Counts this endpoint's handshakes in progress (once a connection's first bytes are in), shared with the server's
-    /// other endpoints: the server's accept loops wait while it is full. Null: not counted, accepts not paced.
+    /// Bounds the handshakes run at once (shared with the server's other endpoints); null: no bound. A connection takes
+    /// its place once its first bytes are in, and the time it waits counts in <see cref="HandshakeTimeout"/>.
     /// </summary>
     public TlsHandshakeGate? HandshakeGate { get; set; }
 
