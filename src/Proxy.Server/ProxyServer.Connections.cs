@@ -85,23 +85,10 @@ public sealed partial class ProxyServer
                 }
             }
             tls.ApplicationProtocols = endpoint.AlpnProtocols();
-            tls.HandshakeGate ??= HandshakeGate();
             tls.ReleaseIdleBuffers &= _options.Memory.ReleaseIdleTlsBuffers;
             pipeline = new TlsConnectionMiddleware(pipeline, tls, _loggerFactory.CreateLogger<TlsConnectionMiddleware>(), _time, _metrics).OnConnectionAsync;
         }
         return pipeline;
-    }
-
-    /// <summary>The server's one handshake bound, shared by its https endpoints (they share its cores); null when turned off.</summary>
-    private TlsHandshakeGate? HandshakeGate()
-    {
-        var max = _options.MaxConcurrentTlsHandshakes;
-        if (max < 0)
-        {
-            throw new InvalidOperationException($"ProxyServer:MaxConcurrentTlsHandshakes is {max}: use a positive number, or 0 for no bound.");
-        }
-
-        return max == 0 ? null : _handshakeGate ??= new TlsHandshakeGate(max, time: _time);
     }
 
     private void StartAcceptLoop(IConnectionListener listener, ConnectionDelegate pipeline)

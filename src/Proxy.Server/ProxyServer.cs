@@ -36,7 +36,6 @@ public sealed partial class ProxyServer : IServer
     private readonly List<IConnectionListener> _listeners = [];
     private readonly ConcurrentDictionary<ServerConnection, byte> _connections = new();
     private readonly CancellationTokenSource _stopping = new();
-    private TlsHandshakeGate? _handshakeGate;
     private ConfiguredEndpoints? _configured;
     // The C heap trim timer's lease, held from start to stop.
     private IDisposable? _nativeHeapTrim;

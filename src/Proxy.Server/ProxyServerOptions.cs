@@ -61,14 +61,6 @@ public sealed class ProxyServerOptions
     /// <summary>Time a cleartext connection has to send its first bytes before the protocol is chosen (slowloris).</summary>
     public TimeSpan ProtocolDetectionTimeout { get; set; } = TimeSpan.FromSeconds(30);
 
-    /// <summary>
-    /// TLS handshakes run at once over all the server's https endpoints; the others wait their turn, first come first
-    /// served, within their <c>HandshakeTimeout</c> (see <see cref="Proxy.Transport.Tls.TlsHandshakeGate"/>). 0: no bound.
-    /// Default: 256 per core. An endpoint whose <see cref="Proxy.Transport.Tls.TlsServerOptions.HandshakeGate"/> is set in
-    /// code keeps its own.
-    /// </summary>
-    public int MaxConcurrentTlsHandshakes { get; set; } = Proxy.Transport.Tls.TlsHandshakeGate.DefaultMaxConcurrent;
-
     public ProxyServerOptions Listen(IPAddress address, int port, Action<ListenOptions>? configure = null)
         => Listen(new IPEndPoint(address, port), configure);
 

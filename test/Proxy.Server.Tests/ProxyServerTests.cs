@@ -150,50 +150,6 @@ public class ProxyServerTests
     }
 
     [Fact]
-    public async Task Start_TwoHttpsEndpoints_ShareOneHandshakeGateOfTheDefaultBound()
-    {
-        using var certificate = CreateCertificate();
-        using var server = Create(new ProxyServerOptions(), new FakeProtocolFactory());
-        await using var first = new InMemoryConnectionListener();
-        await using var second = new InMemoryConnectionListener();
-        var a = new ListenOptions(new IPEndPoint(IPAddress.Loopback, 443)).UseHttps(certificate);
-        var b = new ListenOptions(new IPEndPoint(IPAddress.Loopback, 8443)).UseHttps(certificate);
-        server.AddListener(first, a);
-        server.AddListener(second, b);
-        await server.StartAsync(NoApp, CancellationToken.None);
-
-        var gate = a.Tls!.HandshakeGate;
-        Assert.NotNull(gate);
-        Assert.Same(gate, b.Tls!.HandshakeGate);
-        Assert.Equal(Proxy.Transport.Tls.TlsHandshakeGate.DefaultPerCore * Environment.ProcessorCount, gate.MaxConcurrent);
-        await server.StopAsync(CancellationToken.None);
-    }
-
-    [Theory]
-    [InlineData(0, true)]
-    [InlineData(-1, false)]
-    public async Task Start_MaxConcurrentTlsHandshakes_ZeroTurnsTheBoundOffNegativeFails(int value, bool starts)
-    {
-        using var certificate = CreateCertificate();
-        using var server = Create(new ProxyServerOptions { MaxConcurrentTlsHandshakes = value }, new FakeProtocolFactory());
-        await using var memory = new InMemoryConnectionListener();
-        var endpoint = new ListenOptions(new IPEndPoint(IPAddress.Loopback, 443)).UseHttps(certificate);
-        server.AddListener(memory, endpoint);
-
-        if (starts)
-        {
-            await server.StartAsync(NoApp, CancellationToken.None);
-            Assert.Null(endpoint.Tls!.HandshakeGate);
-            await server.StopAsync(CancellationToken.None);
-        }
-        else
-        {
-            var error = await Assert.ThrowsAsync<InvalidOperationException>(() => server.StartAsync(NoApp, CancellationToken.None));
-            Assert.Contains("ProxyServer:MaxConcurrentTlsHandshakes", error.Message);
-        }
-    }
-
-    [Fact]
     public async Task StopAsync_OpenConnection_AskedToShutDownGracefully()
     {
         var factory = new FakeProtocolFactory();

@@ -120,22 +120,8 @@ public sealed partial class TlsConnectionMiddleware
 
         var start = _time.GetTimestamp();
         var counted = _metrics?.HandshakeStarted(context) ?? false;
-        TlsHandshakeGate.Place? place = null;
         try
         {
-            if (_options.HandshakeGate is { } gate)
-            {
-                // An idle connection holds no place: wait for the ClientHello's first bytes, and leave them unread for
-                // the SslStream (examined = start: its first read returns them at once).
-                var input = context.Transport.Input;
-                var first = await input.ReadAsync(linked.Token).ConfigureAwait(false);
-                input.AdvanceTo(first.Buffer.Start);
-                if (!first.Buffer.IsEmpty)
-                {
-                    place = await gate.EnterAsync(linked.Token).ConfigureAwait(false);
-                }
-            }
-
             if (_options.ServerCertificateSelector is { } select)
             {
                 // The certificate is chosen once the ClientHello (and its SNI name) is in: per name, and the current one
@@ -174,10 +160,6 @@ public sealed partial class TlsConnectionMiddleware
         {
             _metrics?.HandshakeEnded(context, counted, _time.GetElapsedTime(start), protocol: null, e, timedOut: false);
             Log.HandshakeFailed(_logger, context.ConnectionId, e.Message);
-        }
-        finally
-        {
-            place?.Dispose();
         }
         return false;
     }

@@ -36,12 +36,6 @@ public sealed class TlsServerOptions
     /// <summary>Time allowed for the handshake; a slow or silent client is dropped after it.</summary>
     public TimeSpan HandshakeTimeout { get; set; } = TimeSpan.FromSeconds(10);
 
-    /// <summary>
-    /// Bounds the handshakes run at once (shared with the server's other endpoints); null: no bound. A connection takes
-    /// its place once its first bytes are in, and the time it waits counts in <see cref="HandshakeTimeout"/>.
-    /// </summary>
-    public TlsHandshakeGate? HandshakeGate { get; set; }
-
     public ClientCertificateMode ClientCertificateMode { get; set; } = ClientCertificateMode.NoCertificate;
 
     /// <summary>Custom client certificate validation; when null, a presented certificate must chain without errors.</summary>
