@@ -91,27 +91,88 @@ public sealed partial class ProxyServer
         return pipeline;
     }
 
+    private static readonly TimeSpan MinAcceptBackoff = TimeSpan.FromMilliseconds(10);
+    private static readonly TimeSpan MaxAcceptBackoff = TimeSpan.FromSeconds(1);
+    private static readonly TimeSpan OutOfConnectionsLogInterval = TimeSpan.FromSeconds(10);
+
+    /// <summary>The bound on open connections (<see cref="ProxyServerOptions.MaxConcurrentConnections"/>), or null for none.</summary>
+    private ConnectionLimit? CreateConnectionLimit()
+    {
+        switch (_options.MaxConcurrentConnections)
+        {
+            case < 0:
+                throw new InvalidOperationException($"ProxyServer:MaxConcurrentConnections is {_options.MaxConcurrentConnections}: use a positive number, or 0 for no bound.");
+            case 0:
+                return null;
+            case { } max:
+                return new ConnectionLimit(max);
+        }
+
+        if (ConnectionLimit.FromFileLimit(out var fileLimit) is not { } derived)
+        {
+            return null;
+        }
+
+        ServerLog.ConnectionLimitFromFileLimit(_logger, derived, fileLimit);
+        return new ConnectionLimit(derived);
+    }
+
+    /// <summary>At most one of these warnings every 10 s: a flood would otherwise write one per accept.</summary>
+    private void LogOutOfConnections(Action log)
+    {
+        var now = _time.GetTimestamp();
+        var last = Interlocked.Read(ref _lastOutOfConnectionsLog);
+        if ((last == long.MinValue || _time.GetElapsedTime(last, now) >= OutOfConnectionsLogInterval)
+            && Interlocked.CompareExchange(ref _lastOutOfConnectionsLog, now, last) == last)
+        {
+            log();
+        }
+    }
+
     private void StartAcceptLoop(IConnectionListener listener, ConnectionDelegate pipeline)
         => _acceptLoops.Add(AcceptLoopAsync(listener, pipeline));
 
     private async Task AcceptLoopAsync(IConnectionListener listener, ConnectionDelegate pipeline)
     {
         var endpointTags = _metrics is null ? null : ServerMetrics.EndpointTags(listener.EndPoint);
+        var backoff = MinAcceptBackoff;
         while (true)
         {
             ConnectionContext? connection;
             try
             {
+                if (_connectionLimit is { } limit && limit.Open >= limit.Max)
+                {
+                    LogOutOfConnections(() => ServerLog.ConnectionLimitReached(_logger, limit.Max));
+                    await limit.WaitForRoomAsync(_stopping.Token).ConfigureAwait(false);
+                }
                 connection = await listener.AcceptAsync().ConfigureAwait(false);
             }
             catch (Exception) when (_stopping.IsCancellationRequested)
             {
                 return;
             }
+            catch (System.Net.Sockets.SocketException e) when (SocketConnectionListener.IsOutOfResources(e))
+            {
+                // Out of descriptors (or buffers): the connection stays in the listen backlog; wait, then try again.
+                LogOutOfConnections(() => ServerLog.AcceptOutOfResources(_logger, e.Message, _connectionLimit?.Max));
+                try
+                {
+                    await Task.Delay(backoff, _time, _stopping.Token).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException)
+                {
+                    return;
+                }
+                backoff = TimeSpan.FromTicks(Math.Min(backoff.Ticks * 2, MaxAcceptBackoff.Ticks));
+                continue;
+            }
             if (connection is null)
             {
                 return; // Unbound.
             }
+            backoff = MinAcceptBackoff;
+            _connectionLimit?.Enter();
             var tracked = new ServerConnection(connection, _metrics, endpointTags);
             tracked.CountedActive = _metrics?.ConnectionStarted(tracked.EndpointTags) ?? false;
             connection.Features.Set(tracked);
@@ -144,6 +205,7 @@ public sealed partial class ProxyServer
         finally
         {
             _connections.TryRemove(tracked, out _);
+            _connectionLimit?.Exit();
             try
             {
                 await connection.DisposeAsync().ConfigureAwait(false);

@@ -36,6 +36,8 @@ public sealed partial class ProxyServer : IServer
     private readonly List<IConnectionListener> _listeners = [];
     private readonly ConcurrentDictionary<ServerConnection, byte> _connections = new();
     private readonly CancellationTokenSource _stopping = new();
+    private ConnectionLimit? _connectionLimit;
+    private long _lastOutOfConnectionsLog = long.MinValue;
     private ConfiguredEndpoints? _configured;
     // The C heap trim timer's lease, held from start to stop.
     private IDisposable? _nativeHeapTrim;
@@ -83,6 +85,7 @@ public sealed partial class ProxyServer : IServer
         {
             _configured = ConfiguredEndpoints.Load(_options.Configuration, (_options.Configuration as IConfigurationSection)?.Path ?? "ProxyServer",
                 _options.ContentRootPath ?? Directory.GetCurrentDirectory(), _loggerFactory, _logger);
+            _connectionLimit = CreateConnectionLimit();
             var endpoints = ResolveEndpoints();
             foreach (var endpoint in endpoints)
             {

@@ -61,6 +61,14 @@ public sealed class ProxyServerOptions
     /// <summary>Time a cleartext connection has to send its first bytes before the protocol is chosen (slowloris).</summary>
     public TimeSpan ProtocolDetectionTimeout { get; set; } = TimeSpan.FromSeconds(30);
 
+    /// <summary>
+    /// Connections open at once over all endpoints; at the bound the accept loops wait and new clients wait in the listen
+    /// backlog. Null (the default): on Linux, the open-file limit less the descriptors open at start and a reserve of an
+    /// eighth of the limit (at least 128) for backend connections and the runtime, which aborts when it cannot get a
+    /// descriptor for a new thread; elsewhere no bound. 0: no bound. Kestrel's <c>Limits:MaxConcurrentConnections</c>.
+    /// </summary>
+    public long? MaxConcurrentConnections { get; set; }
+
     public ProxyServerOptions Listen(IPAddress address, int port, Action<ListenOptions>? configure = null)
         => Listen(new IPEndPoint(address, port), configure);
 

@@ -50,6 +50,23 @@ internal sealed class ProxyProcess : IDisposable
         return new ProxyProcess(Process.Start(start)!);
     }
 
+    /// <summary>As <see cref="Start"/>, under an open-file limit of <paramref name="fileLimit"/> (soft and hard: the runtime cannot raise it).</summary>
+    public static ProxyProcess StartWithFileLimit(int fileLimit, string dll, params string[] arguments)
+    {
+        var dotnet = Environment.GetEnvironmentVariable("DOTNET_HOST_PATH") is { Length: > 0 } host && File.Exists(host) ? host : "dotnet";
+        var start = new ProcessStartInfo("/bin/sh") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
+        start.ArgumentList.Add("-c");
+        start.ArgumentList.Add($"ulimit -n {fileLimit} && exec \"$0\" \"$@\"");
+        start.ArgumentList.Add(dotnet);
+        start.ArgumentList.Add(dll);
+        foreach (var argument in arguments)
+        {
+            start.ArgumentList.Add(argument);
+        }
+
+        return new ProxyProcess(Process.Start(start)!);
+    }
+
     /// <summary>Sends SIGINT (Ctrl+C) to this process only, by its id.</summary>
     public void Interrupt()
     {

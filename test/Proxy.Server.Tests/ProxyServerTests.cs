@@ -149,6 +149,78 @@ public class ProxyServerTests
         await server.StopAsync(CancellationToken.None);
     }
 
+    /// <summary>At the bound the accept loop waits: the next connection is accepted only once an open one ends.</summary>
+    [Fact]
+    public async Task Accept_MaxConcurrentConnectionsOpen_NextAcceptedWhenOneCloses()
+    {
+        var factory = new FakeProtocolFactory();
+        using var server = Create(new ProxyServerOptions { MaxConcurrentConnections = 1 }, factory);
+        await using var memory = new InMemoryConnectionListener();
+        server.AddListener(memory, new ListenOptions(new IPEndPoint(IPAddress.Loopback, 80)));
+        await server.StartAsync(NoApp, CancellationToken.None);
+
+        var first = await memory.ConnectAsync();
+        await first.Transport.Output.WriteAsync("GET / HTTP/1.1\r\n"u8.ToArray());
+        var firstProtocol = await factory.Created.Reader.ReadAsync().AsTask().WaitAsync(Patience.Long);
+        var limit = ConnectionLimitOf(server);
+        Assert.True(SpinWait.SpinUntil(() => limit.AcceptsWaiting == 1, Patience.Long), "the accept loop did not wait");
+
+        var second = await memory.ConnectAsync();
+        await second.Transport.Output.WriteAsync("GET / HTTP/1.1\r\n"u8.ToArray());
+        Assert.False(factory.Created.Reader.TryRead(out _)); // not accepted while the first is open
+
+        await firstProtocol.ShutdownAsync(); // the first connection ends
+        await factory.Created.Reader.ReadAsync().AsTask().WaitAsync(Patience.Long);
+        Assert.Equal(1, limit.Open);
+        await server.StopAsync(new CancellationToken(canceled: true));
+    }
+
+    [Theory]
+    [InlineData(0L, true)]
+    [InlineData(-1L, false)]
+    public async Task Start_MaxConcurrentConnections_ZeroMeansNoBoundNegativeFails(long value, bool starts)
+    {
+        using var server = Create(new ProxyServerOptions { MaxConcurrentConnections = value }, new FakeProtocolFactory());
+        await using var memory = new InMemoryConnectionListener();
+        server.AddListener(memory, new ListenOptions(new IPEndPoint(IPAddress.Loopback, 80)));
+        if (starts)
+        {
+            await server.StartAsync(NoApp, CancellationToken.None);
+            Assert.Null(typeof(ProxyServer).GetField("_connectionLimit", System.Reflection.BindingFlags.Instance | System.Reflection.BindingFlags.NonPublic)!.GetValue(server));
+            await server.StopAsync(CancellationToken.None);
+        }
+        else
+        {
+            var error = await Assert.ThrowsAsync<InvalidOperationException>(() => server.StartAsync(NoApp, CancellationToken.None));
+            Assert.Contains("ProxyServer:MaxConcurrentConnections", error.Message);
+        }
+    }
+
+    [Fact]
+    public async Task Start_NoMaxConcurrentConnections_OnLinuxBoundFromTheOpenFileLimit()
+    {
+        using var server = Create(new ProxyServerOptions(), new FakeProtocolFactory());
+        await using var memory = new InMemoryConnectionListener();
+        server.AddListener(memory, new ListenOptions(new IPEndPoint(IPAddress.Loopback, 80)));
+        await server.StartAsync(NoApp, CancellationToken.None);
+        var limit = (Proxy.Server.Internal.ConnectionLimit?)typeof(ProxyServer).GetField("_connectionLimit", System.Reflection.BindingFlags.Instance | System.Reflection.BindingFlags.NonPublic)!.GetValue(server);
+        if (OperatingSystem.IsLinux())
+        {
+            var fileLimit = long.Parse(File.ReadLines("/proc/self/limits").First(l => l.StartsWith("Max open files", StringComparison.Ordinal))
+                .Split(' ', StringSplitOptions.RemoveEmptyEntries)[3]);
+            Assert.NotNull(limit);
+            Assert.InRange(limit.Max, 16, fileLimit - Math.Max(128, fileLimit / 8));
+        }
+        else
+        {
+            Assert.Null(limit);
+        }
+        await server.StopAsync(CancellationToken.None);
+    }
+
+    private static Proxy.Server.Internal.ConnectionLimit ConnectionLimitOf(ProxyServer server)
+        => (Proxy.Server.Internal.ConnectionLimit)typeof(ProxyServer).GetField("_connectionLimit", System.Reflection.BindingFlags.Instance | System.Reflection.BindingFlags.NonPublic)!.GetValue(server)!;
+
     [Fact]
     public async Task StopAsync_OpenConnection_AskedToShutDownGracefully()
     {

@@ -44,6 +44,15 @@ internal static partial class ServerLog
     [LoggerMessage(14, LogLevel.Debug, "Connection {ConnectionId}, request {TraceIdentifier}: the client went away and the application stopped with {ExceptionType}: {Reason}")]
     public static partial void ApplicationStoppedByClientAbort(ILogger logger, string connectionId, string traceIdentifier, string exceptionType, string reason);
 
+    [LoggerMessage(15, LogLevel.Information, "Connections: at most {Max} open at once (ProxyServer:MaxConcurrentConnections), from the open-file limit {FileLimit} less a reserve; raise the limit (ulimit -n, LimitNOFILE) for more.")]
+    public static partial void ConnectionLimitFromFileLimit(ILogger logger, long max, long fileLimit);
+
+    [LoggerMessage(16, LogLevel.Warning, "{Max} connections are open (ProxyServer:MaxConcurrentConnections): new connections wait in the listen backlog until one closes.")]
+    public static partial void ConnectionLimitReached(ILogger logger, long max);
+
+    [LoggerMessage(17, LogLevel.Warning, "Accepting a connection failed: {Reason}. New connections wait in the listen backlog; accepting again shortly. The open-file limit (ulimit -n, LimitNOFILE) or ProxyServer:MaxConcurrentConnections (now {Max}) may be too high for it.")]
+    public static partial void AcceptOutOfResources(ILogger logger, string reason, long? max);
+
     [LoggerMessage(13, LogLevel.Debug, "Connection {ConnectionId}: IPv6 loopback bind failed; serving IPv4 only.")]
     public static partial void Ipv6LoopbackUnavailable(ILogger logger, string connectionId, Exception exception);
 }

@@ -68,6 +68,14 @@ public sealed class SocketConnectionListener : IConnectionListener
     };
 
     /// <summary>Waits for the next connection; null once the listener is unbound.</summary>
+    /// <summary>
+    /// The process (EMFILE) or the system (ENFILE) is out of file descriptors, or the kernel out of buffers: AcceptAsync
+    /// throws these instead of retrying at once, which spun a core while the connection stayed in the queue. The caller
+    /// waits before it accepts again.
+    /// </summary>
+    public static bool IsOutOfResources(SocketException e)
+        => e.SocketErrorCode is SocketError.TooManyOpenSockets or SocketError.NoBufferSpaceAvailable;
+
     public async ValueTask<ConnectionContext?> AcceptAsync(CancellationToken cancellationToken = default)
     {
         while (true)
@@ -85,7 +93,7 @@ public sealed class SocketConnectionListener : IConnectionListener
             {
                 return null;
             }
-            catch (SocketException)
+            catch (SocketException e) when (!IsOutOfResources(e))
             {
                 continue; // The peer gave up before we accepted (ECONNRESET): keep accepting.
             }
