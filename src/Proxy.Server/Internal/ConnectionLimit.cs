@@ -11,6 +11,8 @@ namespace Proxy.Server.Internal;
 /// pipe to start a thread, and failing that it aborts ("Out of memory."). 400 idle TCP connections to a proxy with a
 /// limit of 256 open files killed it, and with it every connection it served. HAProxy sizes its maxconn from the open-file
 /// limit the same way; nginx stops at worker_connections.
+/// NOTE: a soft bound: each accept loop looks before it accepts, so with several listeners each may take one connection
+/// past it. The reserve below the open-file limit is far larger than that.
 /// </remarks>
 // Shared by the accept loops (WaitForRoomAsync, Enter) and the connections' ends (Exit); all state under _lock.
 internal sealed class ConnectionLimit(long max)
@@ -45,15 +47,15 @@ internal sealed class ConnectionLimit(long max)
         }
     }
 
-    /// <summary>Completes at once below the bound, else when a connection ends; true when it had to wait.</summary>
-    public async ValueTask<bool> WaitForRoomAsync(CancellationToken cancellationToken)
+    /// <summary>Completes at once below the bound, else when a connection ends.</summary>
+    public async ValueTask WaitForRoomAsync(CancellationToken cancellationToken)
     {
         Task room;
         lock (_lock)
         {
             if (_open < Max)
             {
-                return false;
+                return;
             }
             _room ??= new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
             room = _room.Task;
@@ -71,7 +73,6 @@ internal sealed class ConnectionLimit(long max)
                 _waiting--;
             }
         }
-        return true;
     }
 
     public void Enter()
