@@ -27,20 +27,12 @@ ulimit -n "$(ulimit -Hn)"
 
 LOAD="$ROOT/benchmarks/Proxy.Load/bin/Release/net10.0/Proxy.Load.dll"
 HOST=${HOST_DLL:-"$ROOT/src/Proxy.Host/bin/Release/net10.0/Proxy.Host.dll"}
-if [[ $BUILD == 1 ]]; then
-  dotnet build -c Release "$ROOT/src/Proxy.Host" -v q -nologo >/dev/null
-  dotnet build -c Release "$ROOT/benchmarks/Proxy.Load" -v q -nologo >/dev/null
-fi
+source "$ROOT/benchmarks/lib/proxy-bench.sh"
+bench_build
 
-WORK=$(mktemp -d /tmp/tls-storm.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]:-}"; do [[ -n "$p" ]] && kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
+bench_workdir tls-storm
 
-mkdir -p "$WORK/cert"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=localhost \
-  -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
-openssl pkcs12 -export -in "$WORK/cert.pem" -inkey "$WORK/key.pem" -out "$WORK/cert/dev-cert.pfx" -passout pass:
+bench_certificate
 cat > "$WORK/proxy.json" <<'JSON'
 { "Logging": { "LogLevel": { "Default": "Warning" } }, "Demo": { "Enabled": false },
   "ReverseProxy": {
