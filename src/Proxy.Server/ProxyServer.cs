@@ -37,6 +37,9 @@ public sealed partial class ProxyServer : IServer
     private readonly ConcurrentDictionary<ServerConnection, byte> _connections = new();
     private readonly CancellationTokenSource _stopping = new();
     private ConnectionLimit? _connectionLimit;
+
+    /// <summary>The bound on open connections made at start (<see cref="ProxyServerOptions.MaxConcurrentConnections"/>), or null for none.</summary>
+    internal ConnectionLimit? ConnectionLimit => _connectionLimit;
     private long _lastOutOfConnectionsLog = long.MinValue;
     private ConfiguredEndpoints? _configured;
     // The C heap trim timer's lease, held from start to stop.

@@ -162,7 +162,7 @@ public class ProxyServerTests
         var first = await memory.ConnectAsync();
         await first.Transport.Output.WriteAsync("GET / HTTP/1.1\r\n"u8.ToArray());
         var firstProtocol = await factory.Created.Reader.ReadAsync().AsTask().WaitAsync(Patience.Long);
-        var limit = ConnectionLimitOf(server);
+        var limit = server.ConnectionLimit!;
         Assert.True(SpinWait.SpinUntil(() => limit.AcceptsWaiting == 1, Patience.Long), "the accept loop did not wait");
 
         var second = await memory.ConnectAsync();
@@ -186,7 +186,7 @@ public class ProxyServerTests
         if (starts)
         {
             await server.StartAsync(NoApp, CancellationToken.None);
-            Assert.Null(typeof(ProxyServer).GetField("_connectionLimit", System.Reflection.BindingFlags.Instance | System.Reflection.BindingFlags.NonPublic)!.GetValue(server));
+            Assert.Null(server.ConnectionLimit);
             await server.StopAsync(CancellationToken.None);
         }
         else
@@ -203,7 +203,7 @@ public class ProxyServerTests
         await using var memory = new InMemoryConnectionListener();
         server.AddListener(memory, new ListenOptions(new IPEndPoint(IPAddress.Loopback, 80)));
         await server.StartAsync(NoApp, CancellationToken.None);
-        var limit = (Proxy.Server.Internal.ConnectionLimit?)typeof(ProxyServer).GetField("_connectionLimit", System.Reflection.BindingFlags.Instance | System.Reflection.BindingFlags.NonPublic)!.GetValue(server);
+        var limit = server.ConnectionLimit;
         if (OperatingSystem.IsLinux())
         {
             var fileLimit = long.Parse(File.ReadLines("/proc/self/limits").First(l => l.StartsWith("Max open files", StringComparison.Ordinal))
@@ -217,9 +217,6 @@ public class ProxyServerTests
         }
         await server.StopAsync(CancellationToken.None);
     }
-
-    private static Proxy.Server.Internal.ConnectionLimit ConnectionLimitOf(ProxyServer server)
-        => (Proxy.Server.Internal.ConnectionLimit)typeof(ProxyServer).GetField("_connectionLimit", System.Reflection.BindingFlags.Instance | System.Reflection.BindingFlags.NonPublic)!.GetValue(server)!;
 
     [Fact]
     public async Task StopAsync_OpenConnection_AskedToShutDownGracefully()
