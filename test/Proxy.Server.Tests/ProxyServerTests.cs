@@ -6,6 +6,7 @@ using System.Net.Sockets;
 using System.Security.Cryptography.X509Certificates;
 using System.Text;
 using Microsoft.AspNetCore.Builder;
+using Microsoft.AspNetCore.Connections;
 using Microsoft.AspNetCore.Hosting;
 using Microsoft.AspNetCore.Hosting.Server;
 using Microsoft.AspNetCore.Hosting.Server.Features;
@@ -173,6 +174,80 @@ public class ProxyServerTests
         await factory.Created.Reader.ReadAsync().AsTask().WaitAsync(Patience.Long);
         Assert.Equal(1, limit.Open);
         await server.StopAsync(new CancellationToken(canceled: true));
+    }
+
+    /// <summary>
+    /// An accept that fails for want of descriptors is retried after a pause (10 ms, doubling), not at once, with one
+    /// warning for the burst; the connection waiting behind it is then accepted. The clock is a fake one: the test
+    /// moves it until the connection is in.
+    /// </summary>
+    [Fact]
+    public async Task Accept_OutOfDescriptors_WaitsThenAcceptsAndWarnsOnce()
+    {
+        var time = new Microsoft.Extensions.Time.Testing.FakeTimeProvider();
+        var logs = new RecordingLoggerProvider();
+        using var loggers = LoggerFactory.Create(builder => builder.AddProvider(logs));
+        var factory = new FakeProtocolFactory();
+        using var server = new ProxyServer(new ProxyServerOptions(), loggers, time, factory);
+        await using var memory = new InMemoryConnectionListener();
+        var listener = new FailingListener(memory, failures: 3);
+        server.AddListener(listener, new ListenOptions(new IPEndPoint(IPAddress.Loopback, 80)));
+        await server.StartAsync(NoApp, CancellationToken.None);
+
+        var client = await memory.ConnectAsync();
+        await client.Transport.Output.WriteAsync("GET / HTTP/1.1\r\n"u8.ToArray());
+        Assert.True(SpinWait.SpinUntil(() =>
+        {
+            time.Advance(TimeSpan.FromMilliseconds(10));
+            return factory.Created.Reader.TryRead(out _);
+        }, Patience.Long), "the connection was never accepted");
+
+        Assert.InRange(listener.Calls, 4, 5); // three failures, the accept, and maybe already the loop's next wait
+        Assert.Single(logs.Messages, m => m.Contains("Accepting a connection failed", StringComparison.Ordinal));
+        await server.StopAsync(new CancellationToken(canceled: true));
+    }
+
+    /// <summary>A listener whose first accepts fail as an accept does when the process is out of descriptors (EMFILE).</summary>
+    private sealed class FailingListener(InMemoryConnectionListener inner, int failures) : IConnectionListener
+    {
+        private int _calls;
+
+        public int Calls => Volatile.Read(ref _calls);
+
+        public EndPoint EndPoint => inner.EndPoint;
+
+        public ValueTask<ConnectionContext?> AcceptAsync(CancellationToken cancellationToken = default)
+            => Interlocked.Increment(ref _calls) <= failures
+                ? ValueTask.FromException<ConnectionContext?>(new System.Net.Sockets.SocketException((int)System.Net.Sockets.SocketError.TooManyOpenSockets))
+                : inner.AcceptAsync(cancellationToken);
+
+        public ValueTask UnbindAsync(CancellationToken cancellationToken = default) => inner.UnbindAsync(cancellationToken);
+
+        public ValueTask DisposeAsync() => ValueTask.CompletedTask;
+    }
+
+    /// <summary>Keeps every formatted message.</summary>
+    private sealed class RecordingLoggerProvider : ILoggerProvider
+    {
+        private readonly System.Collections.Concurrent.ConcurrentQueue<string> _messages = new();
+
+        public IReadOnlyCollection<string> Messages => [.. _messages];
+
+        public ILogger CreateLogger(string categoryName) => new Recorder(_messages);
+
+        public void Dispose()
+        {
+        }
+
+        private sealed class Recorder(System.Collections.Concurrent.ConcurrentQueue<string> messages) : ILogger
+        {
+            public IDisposable? BeginScope<TState>(TState state) where TState : notnull => null;
+
+            public bool IsEnabled(LogLevel logLevel) => true;
+
+            public void Log<TState>(LogLevel logLevel, EventId eventId, TState state, Exception? exception, Func<TState, Exception?, string> formatter)
+                => messages.Enqueue(formatter(state, exception));
+        }
     }
 
     [Theory]
