@@ -37,14 +37,15 @@ public sealed partial class ProxyServer : IServer
     private readonly ConcurrentDictionary<ServerConnection, byte> _connections = new();
     private readonly CancellationTokenSource _stopping = new();
     private ConnectionLimit? _connectionLimit;
-
-    /// <summary>The bound on open connections made at start (<see cref="ProxyServerOptions.MaxConcurrentConnections"/>), or null for none.</summary>
-    internal ConnectionLimit? ConnectionLimit => _connectionLimit;
+    // When the accept loops last warned of the connection bound or of an accept out of descriptors (TimeProvider timestamp).
     private long _lastOutOfConnectionsLog = long.MinValue;
     private ConfiguredEndpoints? _configured;
     // The C heap trim timer's lease, held from start to stop.
     private IDisposable? _nativeHeapTrim;
     private int _state; // 0 new, 1 started, 2 stopped
+
+    /// <summary>The bound on open connections made at start (<see cref="ProxyServerOptions.MaxConcurrentConnections"/>), or null for none.</summary>
+    internal ConnectionLimit? ConnectionLimit => _connectionLimit;
 
     /// <param name="meterFactory">Creates the "Proxy.Server" meter (the host registers one); null: no metrics.</param>
     /// <param name="direct">Takes requests before the app (the proxy's direct path); null: the app gets every request.</param>

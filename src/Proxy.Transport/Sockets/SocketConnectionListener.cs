@@ -67,7 +67,6 @@ public sealed class SocketConnectionListener : IConnectionListener
         _ => null,
     };
 
-    /// <summary>Waits for the next connection; null once the listener is unbound.</summary>
     /// <summary>
     /// The process (EMFILE) or the system (ENFILE) is out of file descriptors, or the kernel out of buffers: AcceptAsync
     /// throws these instead of retrying at once, which spun a core while the connection stayed in the queue. The caller
@@ -76,6 +75,10 @@ public sealed class SocketConnectionListener : IConnectionListener
     public static bool IsOutOfResources(SocketException e)
         => e.SocketErrorCode is SocketError.TooManyOpenSockets or SocketError.NoBufferSpaceAvailable;
 
+    /// <summary>
+    /// Waits for the next connection; null once the listener is unbound. Throws a <see cref="SocketException"/> for which
+    /// <see cref="IsOutOfResources"/> holds; other accept failures (a peer that left first) are skipped.
+    /// </summary>
     public async ValueTask<ConnectionContext?> AcceptAsync(CancellationToken cancellationToken = default)
     {
         while (true)
