@@ -26,8 +26,9 @@ public class FileLimitTests
             "--urls=http://127.0.0.1:0", "--Demo:Enabled=false", "--Admin:Enabled=false",
             $"--ProxyServer:DevelopmentCertificateDirectory={folder.Path}",
             "--Logging:LogLevel:Default=Warning", "--Logging:LogLevel:Proxy.Host=Information", "--Logging:LogLevel:Proxy.Server=Information");
-        var bound = await proxy.WaitForLineAsync("ProxyServer:MaxConcurrentConnections), from the open-file limit 256");
-        var listening = await proxy.WaitForLineAsync("Proxy listening on ");
+        var patience = TimeSpan.FromSeconds(60); // a guard against a hang, not a timing assertion
+        var bound = await proxy.WaitForLineAsync("ProxyServer:MaxConcurrentConnections), from the open-file limit 256").WaitAsync(patience);
+        var listening = await proxy.WaitForLineAsync("Proxy listening on ").WaitAsync(patience);
         var port = int.Parse(Regex.Match(listening, @"http://127\.0\.0\.1:(\d+)").Groups[1].Value);
         var max = int.Parse(Regex.Match(bound, @"at most (\d+) open").Groups[1].Value);
         Assert.InRange(max, 16, 256 - 128);
@@ -39,10 +40,10 @@ public class FileLimitTests
             {
                 var socket = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
                 flood.Add(socket);
-                await socket.ConnectAsync(new IPEndPoint(IPAddress.Loopback, port)); // the kernel completes it into the backlog
+                await socket.ConnectAsync(new IPEndPoint(IPAddress.Loopback, port)).WaitAsync(patience); // the kernel completes it into the backlog
             }
 
-            await proxy.WaitForLineAsync($"{max} connections are open (ProxyServer:MaxConcurrentConnections)");
+            await proxy.WaitForLineAsync($"{max} connections are open (ProxyServer:MaxConcurrentConnections)").WaitAsync(patience);
             Assert.False(proxy.Process.HasExited);
         }
         finally

@@ -191,12 +191,14 @@ public sealed class LoadHarnessSmokeTests(LoadBackendFixture backend) : IClassFi
         using var response = await client.SendAsync(request, HttpCompletionOption.ResponseHeadersRead);
         Assert.Equal("text/event-stream", response.Content.Headers.ContentType?.MediaType);
         using var reader = new StreamReader(await response.Content.ReadAsStreamAsync());
+        // A guard against a hang, not a timing assertion: the events come a second apart.
+        Task<string?> Line() => reader.ReadLineAsync().WaitAsync(TimeSpan.FromSeconds(30));
 
-        Assert.Equal(": ok", await reader.ReadLineAsync());
-        Assert.Equal("", await reader.ReadLineAsync());
-        var (firstTime, firstSeq) = ParseEvent(await reader.ReadLineAsync());
-        Assert.Equal("", await reader.ReadLineAsync());
-        var (secondTime, secondSeq) = ParseEvent(await reader.ReadLineAsync());
+        Assert.Equal(": ok", await Line());
+        Assert.Equal("", await Line());
+        var (firstTime, firstSeq) = ParseEvent(await Line());
+        Assert.Equal("", await Line());
+        var (secondTime, secondSeq) = ParseEvent(await Line());
 
         Assert.True(firstSeq >= 1);
         Assert.Equal(firstSeq + 1, secondSeq);
