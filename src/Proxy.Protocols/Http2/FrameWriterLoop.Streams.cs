@@ -61,11 +61,7 @@ internal sealed partial class FrameWriterLoop
         if (!hasRead)
         {
             // Body bytes written before a SendFileAsync or a lend went first; the file or lent body follows once the pipe is empty.
-            if (stream.PendingLent is { } lent)
-            {
-                return ServiceLent(stream, lent);
-            }
-            return stream.PendingFile is { } file && ServiceFileOffTheLoop(stream, file);
+            return ServiceHandedOver(stream);
         }
         if (!buffer.IsEmpty)
         {
@@ -108,11 +104,17 @@ internal sealed partial class FrameWriterLoop
             StopStream(stream, wasReset: false);
             return false;
         }
-        if (stream.PendingLent is { } pendingLent)
+        return ServiceHandedOver(stream);
+    }
+
+    /// <summary>What the app handed over to follow the pipe's bytes: a lent body, else a file; false when neither is there.</summary>
+    private bool ServiceHandedOver(IHttp2OutputSource stream)
+    {
+        if (stream.PendingLent is { } lent)
         {
-            return ServiceLent(stream, pendingLent);
+            return ServiceLent(stream, lent);
         }
-        return stream.PendingFile is { } pending && ServiceFileOffTheLoop(stream, pending);
+        return stream.PendingFile is { } file && ServiceFileOffTheLoop(stream, file);
     }
 
     /// <summary>

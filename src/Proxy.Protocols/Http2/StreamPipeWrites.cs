@@ -21,7 +21,7 @@ internal static class StreamPipeWrites
     {
         while (!source.IsEmpty)
         {
-            var hint = source.Length >= blockSize ? blockSize : Math.Min(source.Length, Math.Min(blockSize, MidBlockSize));
+            var hint = source.Length >= blockSize ? blockSize : Math.Min(source.Length, MidBlockSize);
             var destination = writer.GetSpan(hint);
             var count = Math.Min(destination.Length, source.Length);
             source[..count].CopyTo(destination);

@@ -23,6 +23,14 @@ public sealed class Http2LendTests
     }
 
     /// <summary>The content as three segments of separate arrays, as a backend's input pipe holds it.</summary>
+    /// <summary>A peer whose handler starts the response and lends <see cref="Content"/>; the lend's result goes to <paramref name="result"/>.</summary>
+    private static async Task<Http2TestPeer> StartLenderAsync(TaskCompletionSource<bool> result)
+        => await Http2TestPeer.StartAsync(async exchange =>
+        {
+            await exchange.StartResponseAsync();
+            result.SetResult(await exchange.LendResponseBodyAsync(Lendable(Content).Sequence));
+        });
+
     private static (ReadOnlySequence<byte> Sequence, byte[][] Arrays) Lendable(byte[] content)
     {
         var cuts = new[] { 0, 70_001, 140_000, content.Length };
@@ -90,11 +98,7 @@ public sealed class Http2LendTests
     public async Task Lend_SmallWindows_NeverExceedsThem_TaskWaitsForTheLastFrame()
     {
         var lendResult = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
-        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
-        {
-            await exchange.StartResponseAsync();
-            lendResult.SetResult(await exchange.LendResponseBodyAsync(Lendable(Content).Sequence));
-        });
+        await using var peer = await StartLenderAsync(lendResult);
         const int streamWindow = 5000;
         await peer.HandshakeAsync(new Http2Setting(Http2SettingsParameter.InitialWindowSize, streamWindow));
         await peer.SendRequestHeadersAsync(1);
@@ -216,11 +220,7 @@ public sealed class Http2LendTests
     public async Task Lend_ConnectionClosesWhileLent_ReturnsFalse()
     {
         var lendResult = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
-        await using var peer = await Http2TestPeer.StartAsync(async exchange =>
-        {
-            await exchange.StartResponseAsync();
-            lendResult.SetResult(await exchange.LendResponseBodyAsync(Lendable(Content).Sequence));
-        });
+        await using var peer = await StartLenderAsync(lendResult);
         await peer.HandshakeAsync(new Http2Setting(Http2SettingsParameter.InitialWindowSize, 1000));
         await peer.SendRequestHeadersAsync(1);
         await peer.ExpectHeadersAsync(1);
