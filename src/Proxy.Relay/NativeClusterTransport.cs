@@ -84,7 +84,7 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
                 KeepAlivePingDelay = client?.KeepAlivePingDelay ?? TimeSpan.FromSeconds(30),
                 KeepAlivePingTimeout = client?.KeepAlivePingTimeout ?? TimeSpan.FromSeconds(20),
                 // The front streams' pool: small unpinned blocks, idle ones freed (see StreamDefault).
-                Protocol = { StreamMemoryPool = BlockMemoryPool.StreamDefault, StreamMinimumSegmentSize = BlockMemoryPool.StreamSmallBlockSize },
+                Protocol = { StreamMemoryPool = BlockMemoryPool.StreamDefault, StreamMinimumSegmentSize = BlockMemoryPool.StreamTinyBlockSize },
             },
         };
     }

@@ -16,7 +16,7 @@ public sealed class ProxyServerOptions
     public Http1Options Http1 { get; set; } = new();
 
     /// <summary>HTTP/2 settings; the default instance's stream pipes use <see cref="BlockMemoryPool.StreamDefault"/>.</summary>
-    public Http2Options Http2 { get; set; } = new() { StreamMemoryPool = BlockMemoryPool.StreamDefault, StreamMinimumSegmentSize = BlockMemoryPool.StreamSmallBlockSize };
+    public Http2Options Http2 { get; set; } = new() { StreamMemoryPool = BlockMemoryPool.StreamDefault, StreamMinimumSegmentSize = BlockMemoryPool.StreamTinyBlockSize };
 
     public SocketTransportOptions Sockets { get; set; } = new();
 

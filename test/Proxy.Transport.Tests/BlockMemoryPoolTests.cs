@@ -271,17 +271,21 @@ public class BlockMemoryPoolTests
     }
 
     [Fact]
-    public void StreamDefault_ThreeSizes_TheSmallestThatHoldsTheRequest()
+    public void StreamDefault_FourSizes_TheSmallestThatHoldsTheRequest()
     {
         var pool = BlockMemoryPool.StreamDefault;
         Assert.Equal(BlockMemoryPool.StreamBulkBlockSize, pool.MaxBufferSize);
         using var event1 = pool.Rent(60);
+        using var tinyEdge = pool.Rent(BlockMemoryPool.StreamTinyBlockSize);
+        using var small1 = pool.Rent(BlockMemoryPool.StreamTinyBlockSize + 1);
         using var small = pool.Rent(BlockMemoryPool.StreamSmallBlockSize);
         using var middle = pool.Rent(BlockMemoryPool.StreamSmallBlockSize + 1);
         using var middleEdge = pool.Rent(BlockMemoryPool.StreamBlockSize);
         using var bulk = pool.Rent(BlockMemoryPool.StreamBlockSize + 1);
         using var frame = pool.Rent(16 * 1024);
-        Assert.Equal(1024, event1.Memory.Length);
+        Assert.Equal(256, event1.Memory.Length);
+        Assert.Equal(256, tinyEdge.Memory.Length);
+        Assert.Equal(1024, small1.Memory.Length);
         Assert.Equal(1024, small.Memory.Length);
         Assert.Equal(4096, middle.Memory.Length);
         Assert.Equal(4096, middleEdge.Memory.Length);

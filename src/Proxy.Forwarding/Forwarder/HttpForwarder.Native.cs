@@ -308,11 +308,12 @@ internal sealed partial class HttpForwarder
     }
 
     /// <summary>
-    /// Appends one segment of relayed bytes a block at a time: <c>BuffersExtensions.Write</c> asks the pipe for the
-    /// whole remainder (up to 64 KiB here), which a pipe of 4 KiB blocks can only serve from a fresh pooled array.
+    /// Appends one segment of relayed bytes a block at a time: <c>BuffersExtensions.Write</c> asks for every block with no
+    /// size hint, so a pipe gives it its minimum segment each time (256 bytes in the engine's stream pipes), and one
+    /// <c>GetSpan</c> of the whole remainder (up to 64 KiB here) a pipe of 4 KiB blocks serves from a fresh pooled array.
     /// The engine has the same loop (Proxy.Protocols' StreamPipeWrites); this layer does not reference the engine.
-    /// Each block is asked for with a hint of what is left, up to 4 KiB (the engine's stream pool serves 1 KiB and
-    /// 4 KiB blocks): an SSE event of a few dozen bytes takes a 1 KiB block, not 4 KiB.
+    /// Each block is asked for with a hint of what is left, up to 4 KiB (the engine's stream pool serves 256-byte, 1 KiB
+    /// and 4 KiB blocks below that): an SSE event of a few dozen bytes takes a 256-byte block, not 4 KiB.
     /// </summary>
     private static void WriteInBlocks(PipeWriter output, ReadOnlySpan<byte> source, int blockSize)
     {

@@ -83,7 +83,8 @@ public sealed class Http2Options
     /// <summary>
     /// Smallest segment the stream pipes rent (<see cref="PipeOptions.MinimumSegmentSize"/>); the engine writes received
     /// DATA with size hints, so a small payload takes a block of this size, a large one blocks of the pool's
-    /// <see cref="MemoryPool{T}.MaxBufferSize"/>. The server and the relay set 1 KiB with a pool of 1 KiB and 4 KiB blocks.
+    /// <see cref="MemoryPool{T}.MaxBufferSize"/>. The server and the relay set 256 bytes with a pool of 256-byte, 1, 4 and 16 KiB
+    /// blocks (<c>BlockMemoryPool.StreamDefault</c>).
     /// </summary>
     public int StreamMinimumSegmentSize { get; set; } = 4096;
 

@@ -342,6 +342,8 @@ internal sealed partial class Http2Stream
         private readonly PipeWriter _inner;
         private byte[]? _discard;
         private bool _lastBufferDiscarded;
+        // Bytes left in the block the pipe last gave this writer, as far as it knows (0: none, or unknown).
+        private int _blockLeft;
 
         public ResponseBodyWriter(Http2Stream stream, PipeWriter inner)
         {
@@ -350,7 +352,30 @@ internal sealed partial class Http2Stream
         }
 
         /// <summary>Pooled stream: readies the writer for the next response (its pipe was reset).</summary>
-        public void Reset() => _lastBufferDiscarded = false;
+        public void Reset()
+        {
+            _lastBufferDiscarded = false;
+            _blockLeft = 0;
+        }
+
+        /// <summary>
+        /// What a write with no size hint gets when it needs a new block: 1 KiB, not the pipe's minimum segment.
+        /// </summary>
+        /// <remarks>
+        /// NOTE: the stream pipes' minimum segment is 256 bytes (BlockMemoryPool.StreamDefault's smallest block), so that
+        /// the relay's and the read loop's writes, which say what they write, put an SSE event in a 256-byte block. A
+        /// writer that says nothing (GetSpan(), BuffersExtensions.Write, the server moving bytes held before the response
+        /// started) would get 256 bytes for every block: here it asks for 1 KiB when the last block is used up, and for
+        /// whatever is left of it otherwise, so a run of small writes still fills each block.
+        /// </remarks>
+        private const int NoHintBlockSize = 1024;
+
+        private Memory<byte> Rent(int sizeHint)
+        {
+            var memory = _inner.GetMemory(sizeHint > 0 ? sizeHint : _blockLeft > 0 ? 1 : NoHintBlockSize);
+            _blockLeft = memory.Length;
+            return memory;
+        }
 
         /// <summary>A reset or closed stream takes no more output.</summary>
         private bool OutputClosed => _stream._abortRequested || _stream._outputReleased || _stream._abortedCts.IsCancellationRequested;
@@ -363,14 +388,15 @@ internal sealed partial class Http2Stream
             if (!_lastBufferDiscarded)
             {
                 _inner.Advance(bytes);
+                _blockLeft = Math.Max(0, _blockLeft - bytes);
             }
         }
 
         public override Memory<byte> GetMemory(int sizeHint = 0)
-            => OutputClosed ? Discard(sizeHint) : Keep(_inner.GetMemory(sizeHint));
+            => OutputClosed ? Discard(sizeHint) : Keep(Rent(sizeHint));
 
         public override Span<byte> GetSpan(int sizeHint = 0)
-            => OutputClosed ? Discard(sizeHint).Span : Keep(_inner.GetMemory(sizeHint)).Span;
+            => OutputClosed ? Discard(sizeHint).Span : Keep(Rent(sizeHint)).Span;
 
         private Memory<byte> Keep(Memory<byte> memory)
         {
@@ -391,6 +417,24 @@ internal sealed partial class Http2Stream
         }
 
         public override void CancelPendingFlush() => _inner.CancelPendingFlush();
+
+        /// <summary>A write through <c>Response.Body</c> (a Stream) or <c>PipeWriter.WriteAsync</c>: copied in blocks, then flushed.</summary>
+        /// <remarks>
+        /// NOTE: PipeWriter's own WriteAsync (BuffersExtensions.Write) asks for every block with no size hint: a 64 KiB
+        /// Stream copy went into 1 KiB blocks (NoHintBlockSize), and into the pipe's 256-byte minimum before it. Here
+        /// each block is asked for with what is left (StreamPipeWrites.WriteInBlocks), as the read loop and the relay do:
+        /// 16 KiB blocks while that much is left.
+        /// </remarks>
+        public override ValueTask<FlushResult> WriteAsync(ReadOnlyMemory<byte> source, CancellationToken cancellationToken = default)
+        {
+            if (!OutputClosed)
+            {
+                _lastBufferDiscarded = false;
+                _inner.WriteInBlocks(source.Span, _stream._connection.StreamBlockSize);
+                _blockLeft = 0; // unknown: the next write with no hint asks for a whole small block
+            }
+            return FlushAsync(cancellationToken);
+        }
 
         public override void Complete(Exception? exception = null)
         {

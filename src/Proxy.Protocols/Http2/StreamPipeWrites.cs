@@ -7,14 +7,15 @@ internal static class StreamPipeWrites
     /// <summary>
     /// Appends <paramref name="source"/> to <paramref name="writer"/> without asking for more than the pipe's current
     /// block or a new minimum-size one.
-    /// NOTE: <c>BuffersExtensions.Write</c> asks for the whole remainder at once (<c>GetSpan(remaining)</c>); past the
-    /// pool's block size a pipe then rents from <see cref="ArrayPool{T}.Shared"/> instead, so a 16 KiB DATA frame into
-    /// a pipe of 4 KiB blocks took a fresh array each time.
+    /// NOTE: <c>BuffersExtensions.Write</c> asks for every block with no size hint (checked on .NET 10), so a pipe gives
+    /// it its minimum segment each time: a 16 KiB DATA frame into a stream pipe (256-byte minimum) would take 64 blocks.
+    /// And a single <c>GetSpan(remaining)</c> past the pool's largest block makes a pipe rent from
+    /// <see cref="ArrayPool{T}.Shared"/> instead.
     /// </summary>
     /// <remarks>
     /// Each block is asked for with a size hint of what is left, so a pipe whose pool has small blocks gives a small
     /// payload a small block. A whole <paramref name="blockSize"/> (the pool's largest) is asked for only while that
-    /// much is left; below it, at most <see cref="MidBlockSize"/>: a pool of three sizes (1, 4 and 16 KiB) then holds a
+    /// much is left; below it, at most <see cref="MidBlockSize"/>: a pool of 256-byte, 1, 4 and 16 KiB blocks then holds a
     /// 5 KiB message in two 4 KiB blocks, not in one of 16 KiB, and a 16 KiB DATA frame in one block, not four.
     /// </remarks>
     public static void WriteInBlocks(this PipeWriter writer, ReadOnlySpan<byte> source, int blockSize)
