@@ -144,7 +144,9 @@ public sealed partial class ProxyServer
                 if (_connectionLimit is { } limit && limit.Open >= limit.Max)
                 {
                     LogOutOfConnections(() => ServerLog.ConnectionLimitReached(_logger, limit.Max));
+                    var pausedAt = _time.GetTimestamp();
                     await limit.WaitForRoomAsync(_stopping.Token).ConfigureAwait(false);
+                    _metrics?.AcceptPaused(_time.GetElapsedTime(pausedAt), atConnectionLimit: true);
                 }
                 connection = await listener.AcceptAsync().ConfigureAwait(false);
             }
@@ -164,6 +166,7 @@ public sealed partial class ProxyServer
                 {
                     return;
                 }
+                _metrics?.AcceptPaused(backoff, atConnectionLimit: false);
                 backoff = TimeSpan.FromTicks(Math.Min(backoff.Ticks * 2, MaxAcceptBackoff.Ticks));
                 continue;
             }

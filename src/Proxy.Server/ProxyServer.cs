@@ -90,6 +90,7 @@ public sealed partial class ProxyServer : IServer
             _configured = ConfiguredEndpoints.Load(_options.Configuration, (_options.Configuration as IConfigurationSection)?.Path ?? "ProxyServer",
                 _options.ContentRootPath ?? Directory.GetCurrentDirectory(), _loggerFactory, _logger);
             _connectionLimit = CreateConnectionLimit();
+            _metrics?.SetConnectionLimit(_connectionLimit?.Max);
             var endpoints = ResolveEndpoints();
             foreach (var endpoint in endpoints)
             {

@@ -16,6 +16,7 @@ namespace Proxy.FunctionalTests;
 /// </summary>
 public sealed class ServerMetricsTests
 {
+    private static readonly TimeSpan s_hangLimit = TimeSpan.FromSeconds(30); // turns a hang into a failure, never a pass
     private readonly TaskCompletionSource _waitArrived = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     private async Task<(TestHost Host, MetricRecorder Metrics)> StartAsync(Action<ProxyServerOptions>? configure = null)
@@ -210,6 +211,37 @@ public sealed class ServerMetricsTests
 
         var stall = await metrics.WaitAsync("proxy.server.http2.flow_control.stall_duration");
         Assert.True(stall.Value >= 0);
+    }
+
+    /// <summary>
+    /// At the connection bound the gauge reports the bound, and the accept loop's pause is recorded (reason
+    /// connection_limit) once an open connection ends and the waiting client is accepted.
+    /// </summary>
+    [Fact]
+    public async Task ConnectionLimit_Reached_BoundReportedAndPauseRecordedWhenRoomReturns()
+    {
+        var (host, metrics) = await StartAsync(options => options.MaxConcurrentConnections = 1);
+        await using var _ = host;
+        using var __ = metrics;
+        Assert.Equal(1, metrics.Current("proxy.server.connection_limit"));
+        var limit = ((ProxyServer)host.App.Services.GetRequiredService<Microsoft.AspNetCore.Hosting.Server.IServer>()).ConnectionLimit!;
+        var endPoint = new System.Net.IPEndPoint(System.Net.IPAddress.Loopback, host.HttpAddress.Port);
+
+        using var first = new System.Net.Sockets.Socket(System.Net.Sockets.SocketType.Stream, System.Net.Sockets.ProtocolType.Tcp);
+        await first.ConnectAsync(endPoint);
+        Assert.True(SpinWait.SpinUntil(() => limit.Open == 1 && limit.AcceptsWaiting >= 1, s_hangLimit), "the accept loop did not stop at the bound");
+        using var second = new System.Net.Sockets.Socket(System.Net.Sockets.SocketType.Stream, System.Net.Sockets.ProtocolType.Tcp);
+        await second.ConnectAsync(endPoint); // into the listen backlog
+        Assert.Empty(metrics.Of("proxy.server.accept.pause_duration"));
+
+        first.Close(); // room for one
+
+        var pause = await metrics.WaitAsync("proxy.server.accept.pause_duration", m => m.Tag("proxy.accept.pause_reason") == "connection_limit");
+        Assert.True(pause.Value >= 0);
+        await second.SendAsync("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"u8.ToArray());
+        var response = new byte[1024];
+        var read = await second.ReceiveAsync(response.AsMemory()).AsTask().WaitAsync(s_hangLimit);
+        Assert.StartsWith("HTTP/1.1 200", System.Text.Encoding.ASCII.GetString(response, 0, read));
     }
 
     private static async Task<Http2TestPeer> ConnectAsync(TestHost host)

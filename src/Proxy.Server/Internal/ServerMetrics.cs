@@ -47,7 +47,12 @@ internal sealed class ServerMetrics : IProtocolMetrics, ISocketIoMetrics, ITlsHa
     private readonly Histogram<double> _stallDuration;
     private readonly Histogram<int> _batchFrames;
     private readonly Histogram<long> _batchBytes;
+    private readonly Histogram<double> _acceptPauseDuration;
+    // The bound on open connections the server runs with, 0 for none (set at start).
+    private long _connectionLimit;
 
+    private static readonly KeyValuePair<string, object?>[] PausedAtLimitTags = [new("proxy.accept.pause_reason", "connection_limit")];
+    private static readonly KeyValuePair<string, object?>[] PausedOutOfResourcesTags = [new("proxy.accept.pause_reason", "out_of_resources")];
     private static readonly KeyValuePair<string, object?>[] ReceiveTags = [new("network.io.direction", "receive")];
     private static readonly KeyValuePair<string, object?>[] TransmitTags = [new("network.io.direction", "transmit")];
     // [sent ? 1 : 0][error code]: proxy.side and error.type of resets and GOAWAYs.
@@ -90,9 +95,32 @@ internal sealed class ServerMetrics : IProtocolMetrics, ISocketIoMetrics, ITlsHa
             "Bytes per transport write of the HTTP/2 frame-writer loop.",
             advice: new InstrumentAdvice<long> { HistogramBucketBoundaries = BatchBytes });
         meter.CreateObservableCounter("proxy.server.io", ObserveIo, "By", "Bytes received from and sent to client sockets (network.io.direction).");
+        meter.CreateObservableGauge("proxy.server.connection_limit", ObserveConnectionLimit, "{connection}",
+            "The bound on open connections (ProxyServer:MaxConcurrentConnections, or the default from the open-file limit); none when unbounded.");
+        _acceptPauseDuration = meter.CreateHistogram("proxy.server.accept.pause_duration", "s",
+            "Time an accept loop stood still (proxy.accept.pause_reason: connection_limit, out_of_resources); new clients wait in the listen backlog meanwhile.",
+            advice: new InstrumentAdvice<double> { HistogramBucketBoundaries = LongSeconds });
     }
 
     // ---- Connections (accept loop, connection flow) ----
+
+    /// <summary>The bound the server started with (null: none), reported by <c>proxy.server.connection_limit</c>.</summary>
+    public void SetConnectionLimit(long? max) => Volatile.Write(ref _connectionLimit, max ?? 0);
+
+    private IEnumerable<Measurement<long>> ObserveConnectionLimit()
+    {
+        var max = Volatile.Read(ref _connectionLimit);
+        return max > 0 ? [new Measurement<long>(max)] : [];
+    }
+
+    /// <summary>An accept loop stood still for <paramref name="duration"/>: at the connection bound, or out of descriptors or buffers.</summary>
+    public void AcceptPaused(TimeSpan duration, bool atConnectionLimit)
+    {
+        if (_acceptPauseDuration.Enabled)
+        {
+            _acceptPauseDuration.Record(duration.TotalSeconds, atConnectionLimit ? PausedAtLimitTags : PausedOutOfResourcesTags);
+        }
+    }
 
     /// <summary>Kestrel's endpoint attributes for connections accepted on <paramref name="endPoint"/>, built once per listener.</summary>
     public static KeyValuePair<string, object?>[] EndpointTags(EndPoint endPoint) => endPoint switch
