@@ -12,7 +12,8 @@ namespace Proxy.Relay;
 /// when its whole body is still at hand.
 /// </summary>
 // Owned by one forwarded request (the forwarder's request pump writes RequestBody, its response flow the rest).
-internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request) : ForwarderBackendCall, IValueTaskSource
+internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request, Proxy.Protocols.HttpExchange? client = null)
+    : ForwarderBackendCall, IValueTaskSource, IClientResponseSink
 {
     // NOTE: kept only until the response head arrives (a refused request is sent again from it), then let go: an SSE
     // stream lives for hours, and the request with its field list is a few hundred bytes.
@@ -48,6 +49,18 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
             && _request!.Method is "GET" or "HEAD" or "OPTIONS" or "PUT" or "DELETE" or "TRACE"); // idempotent only (RFC 9110 §9.2.2)
 
     public override PipeWriter RequestBody => _requestBody ?? _exchange.RequestBody;
+
+    // The client's exchange behind the request's HttpContext (the pipeline on our server, its response body unwrapped):
+    // the response pump writes in its blocks and lends to it. This call is the sink, so the pipeline pays no object for it.
+    internal override IClientResponseSink? ClientResponse => client is null ? null : this;
+
+    int IClientResponseSink.BlockSize => client!.ResponseBodyBlockSize;
+
+    bool IClientResponseSink.CanLend => client!.CanLendResponseBody;
+
+    ValueTask<bool> IClientResponseSink.LendAsync(System.Buffers.ReadOnlySequence<byte> body) => client!.LendResponseBodyAsync(body);
+
+    void IClientResponseSink.Revoke() => client!.RevokeLentResponseBody();
 
     public override ValueTask ReadResponseHeadAsync(CancellationToken cancellationToken)
     {

@@ -110,7 +110,7 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
             EventLoop = head.HttpContext?.Features is Proxy.Server.Features.RequestFeatures features ? features.Exchange.Connection.EventLoop : -1,
             Headers = head.Headers, // the forwarder is done with it: held, not copied
         };
-        var call = new NativeBackendCall(pool, request);
+        var call = new NativeBackendCall(pool, request, ClientExchangeOf(head.HttpContext));
         try
         {
             await call.OpenAsync(cancellationToken).ConfigureAwait(false);
@@ -126,6 +126,17 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
         }
         return call;
     }
+
+    /// <summary>
+    /// Our server's exchange behind <paramref name="context"/> while its response body is still the server's own; null on
+    /// Kestrel, on the direct path (no HttpContext), or when middleware replaced the body (compression, the access log's
+    /// byte counts): such a body must see every byte, so nothing is lent past it.
+    /// </summary>
+    internal static Proxy.Protocols.HttpExchange? ClientExchangeOf(HttpContext? context) =>
+        context?.Features is Proxy.Server.Features.RequestFeatures features
+            && ReferenceEquals(((Microsoft.AspNetCore.Http.Features.IFeatureCollection)features).Get<Microsoft.AspNetCore.Http.Features.IHttpResponseBodyFeature>(), features)
+            ? features.Exchange
+            : null;
 
     /// <summary>The cluster was replaced or removed: its pools retire (idle connections close; late requests still work).</summary>
     public void Dispose()

@@ -122,6 +122,33 @@ public abstract class ForwarderBackendCall : IAsyncDisposable
 
     /// <summary>Releases the exchange (and returns its connection to the pool when it ended cleanly).</summary>
     public abstract ValueTask DisposeAsync();
+
+    /// <summary>
+    /// The client's response behind the request's HttpContext, when the transport knows it (the relay on our server,
+    /// while no middleware replaced the response body); null otherwise. The response pump then writes in its blocks and
+    /// may lend to it, as on the direct path.
+    /// </summary>
+    internal virtual IClientResponseSink? ClientResponse => null;
+}
+
+/// <summary>
+/// The client's response as a native transport sees it past the HttpContext (our server's exchange): the largest block
+/// its body pipe serves, and lending (the backend's bytes framed from the backend's buffer, see
+/// <c>IForwardingFront.LendResponseBodyAsync</c>).
+/// </summary>
+internal interface IClientResponseSink
+{
+    /// <summary>The largest write hint one pooled block of the client's response body serves.</summary>
+    int BlockSize { get; }
+
+    /// <summary>True when <see cref="LendAsync"/> works (an HTTP/2 stream of our server).</summary>
+    bool CanLend { get; }
+
+    /// <summary>Sends <paramref name="body"/> from the caller's memory; the response must have started. As <c>IForwardingFront.LendResponseBodyAsync</c>.</summary>
+    ValueTask<bool> LendAsync(System.Buffers.ReadOnlySequence<byte> body);
+
+    /// <summary>Gives up a pending lend, as <c>IForwardingFront.RevokeLentResponseBody</c>.</summary>
+    void Revoke();
 }
 
 /// <summary>A cluster's native backend transport: its connection pools, one per destination.</summary>

@@ -1,6 +1,8 @@
 using System.Buffers;
 using System.Net;
 using System.Net.Sockets;
+using Microsoft.AspNetCore.Builder;
+using Microsoft.AspNetCore.Http;
 using Microsoft.Extensions.Configuration;
 using Proxy.Codecs.Http2;
 using Proxy.Forwarding;
@@ -146,12 +148,14 @@ public sealed class RelayFlowControlTests
         Assert.True(largestGap > 768 * 1024 / 2, $"The largest gap, {largestGap} bytes, is below half the backend stream window: the test did not fill the proxy.");
     }
 
-    [Fact]
-    public async Task DirectPath_ClientResetsWhileTheBackendsBytesAreLent_BackendStreamCancelledAndTheClientConnectionCarriesOn()
+    [Theory]
+    [InlineData(false)] // the pipeline lends too: the relay knows our server's exchange behind the HttpContext
+    [InlineData(true)]
+    public async Task ClientResetsWhileTheBackendsBytesAreLent_BackendStreamCancelledAndTheClientConnectionCarriesOn(bool directPath)
     {
         using var listener = new TcpListener(IPAddress.Loopback, 0);
         listener.Start();
-        await using var proxy = await StartProxyAsync(((IPEndPoint)listener.LocalEndpoint).Port, directPath: true);
+        await using var proxy = await StartProxyAsync(((IPEndPoint)listener.LocalEndpoint).Port, directPath);
 
         // The client's stream window is 1,000 bytes: the proxy's writer stops inside the first 64 KiB it was lent.
         await using var client = await Http2TestPeer.ConnectAsync(new IPEndPoint(IPAddress.Loopback, proxy.H2cAddress.Port));
@@ -193,6 +197,36 @@ public sealed class RelayFlowControlTests
                 break;
             }
         }
+    }
+
+    /// <summary>
+    /// The pipeline lends to our server's exchange only while the response body is the server's own: middleware that
+    /// replaced it (compression, byte counts) must see every byte. On Kestrel there is no exchange to lend to.
+    /// </summary>
+    [Theory]
+    [InlineData(ServerKind.ProxyServer, "/plain", "exchange")]
+    [InlineData(ServerKind.ProxyServer, "/wrapped", "none")]
+    [InlineData(ServerKind.Kestrel, "/plain", "none")]
+    public async Task ClientExchangeOf_TheServersOwnResponseBodyOnly(ServerKind server, string path, string expected)
+    {
+        await using var host = await TestHost.StartAsync(server, app =>
+        {
+            app.Use(async (context, next) =>
+            {
+                if (context.Request.Path == "/wrapped")
+                {
+                    var inner = context.Features.Get<Microsoft.AspNetCore.Http.Features.IHttpResponseBodyFeature>()!;
+                    context.Features.Set<Microsoft.AspNetCore.Http.Features.IHttpResponseBodyFeature>(
+                        new StreamResponseBodyFeature(inner.Stream, inner));
+                }
+                await next(context);
+            });
+            app.MapGet("/{name}", (Microsoft.AspNetCore.Http.HttpContext context) =>
+                Proxy.Relay.NativeClusterTransport.ClientExchangeOf(context) is null ? "none" : "exchange");
+        }, https: false);
+        using var client = new HttpClient { BaseAddress = host.HttpAddress };
+
+        Assert.Equal(expected, await client.GetStringAsync(path));
     }
 
     /// <summary>Our proxy on our server with one route to an h2c backend at <paramref name="backendPort"/>, over the native relay.</summary>
