@@ -1,8 +1,8 @@
 namespace Proxy.Protocols.Http2;
 
 // Stateless.
-/// <summary>Copies into a stream's pipe one pool block at a time.</summary>
-internal static class StreamPipeWrites
+/// <summary>Copies into a stream's pipe (or any pipe of pooled blocks) one pool block at a time.</summary>
+public static class StreamPipeWrites
 {
     /// <summary>
     /// Appends <paramref name="source"/> to <paramref name="writer"/> without asking for more than the pipe's current

@@ -2,6 +2,7 @@ using System.Buffers;
 using System.Text;
 using Proxy.Codecs.Http2;
 using Proxy.Protocols.Http2;
+using Proxy.Testing;
 using Proxy.Testing.Http2;
 
 namespace Proxy.Protocols.Tests.Http2;
@@ -375,7 +376,7 @@ public class Http2ResponseBlockTests
         // A 40 KiB write through Response.Body (WriteAsync): the stream pipe must take it in the pool's blocks (16 KiB at
         // most), asked for with what is left. PipeWriter's own WriteAsync asked for the whole rest at once, and a pipe
         // serves a request above its pool's largest block from ArrayPool.Shared instead: the pool then saw 256 bytes.
-        var pool = new CountingPool(maxBufferSize: 16 * 1024);
+        var pool = new CountingMemoryPool(maxBufferSize: 16 * 1024);
         var body = new byte[40 * 1024];
         Random.Shared.NextBytes(body);
         var options = new Http2Options { StreamMemoryPool = pool, StreamMinimumSegmentSize = 256 };
@@ -399,7 +400,7 @@ public class Http2ResponseBlockTests
         // 100 writes of 10 bytes, each asking for a span with no size hint (BuffersExtensions.Write): one 1 KiB
         // block, filled, not four blocks of the pipe's 256-byte minimum. Then a 30-byte write (asked for by its size, as
         // the relay writes an SSE event) that the block cannot hold: one 256-byte block.
-        var pool = new CountingPool(maxBufferSize: 16 * 1024);
+        var pool = new CountingMemoryPool(maxBufferSize: 16 * 1024);
         var options = new Http2Options { StreamMemoryPool = pool, StreamMinimumSegmentSize = 256 };
         var rentedAfterSmallWrites = -1L;
         await using var peer = await Http2TestPeer.StartAsync(async exchange =>
@@ -422,42 +423,5 @@ public class Http2ResponseBlockTests
         Assert.Equal(1030, response.Body.Length);
         Assert.Equal(1024, rentedAfterSmallWrites);
         Assert.Equal(1, pool.SmallRents);
-    }
-
-    /// <summary>Rents exactly what is asked for (at least 256 bytes), up to its largest block, and counts it.</summary>
-    private sealed class CountingPool(int maxBufferSize) : MemoryPool<byte>
-    {
-        private long _rentedBytes;
-        private int _smallRents;
-
-        public long RentedBytes => Interlocked.Read(ref _rentedBytes);
-
-        public int SmallRents => Volatile.Read(ref _smallRents);
-
-        public override int MaxBufferSize => maxBufferSize;
-
-        public override IMemoryOwner<byte> Rent(int minBufferSize = -1)
-        {
-            var size = minBufferSize <= 0 ? maxBufferSize : Math.Max(256, minBufferSize);
-            Interlocked.Add(ref _rentedBytes, size);
-            if (size < 1024)
-            {
-                Interlocked.Increment(ref _smallRents);
-            }
-            return new Owner(new byte[size]);
-        }
-
-        protected override void Dispose(bool disposing)
-        {
-        }
-
-        private sealed class Owner(byte[] array) : IMemoryOwner<byte>
-        {
-            public Memory<byte> Memory => array;
-
-            public void Dispose()
-            {
-            }
-        }
     }
 }
