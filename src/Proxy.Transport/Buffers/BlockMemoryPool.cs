@@ -108,8 +108,8 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     /// backend stream's pipe and another in the client stream's; the bursts kept 64 MB of them. With 1 KiB blocks a
     /// broadcast still took 40,000 blocks at once, past the 16 MiB kept: the 1 KiB tier stayed full (1.25 KB per stream)
     /// and the rest was garbage each second. 256-byte blocks for such events: 10 MB for the whole broadcast, all of it
-    /// kept within the bound. Five runs of 20,000 streams against four of the build before, alternated: 18.1-18.8 KB per
-    /// stream (RSS, mean of the measured period) against 18.7-21.7, CPU per event 10.9-11.8 µs against 11.7-12.8.
+    /// kept within the bound. Five runs of 20,000 streams against five of the build before, alternated: 17.6-18.5 KB per
+    /// stream (RSS, mean of the measured period) against 18.7-21.7, CPU per event 10.8-11.8 µs against 11.3-12.8.
     /// </remarks>
     /// <remarks>
     /// NOTE: the 16 KiB tier is for bulk bodies. A 100 KB response relayed to an HTTP/2 client went through 25 blocks of
