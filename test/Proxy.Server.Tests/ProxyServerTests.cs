@@ -188,7 +188,10 @@ public class ProxyServerTests
         var logs = new RecordingLoggerProvider();
         using var loggers = LoggerFactory.Create(builder => builder.AddProvider(logs));
         var factory = new FakeProtocolFactory();
-        using var server = new ProxyServer(new ProxyServerOptions(), loggers, time, factory);
+        using var services = new ServiceCollection().AddMetrics().BuildServiceProvider();
+        var meters = services.GetRequiredService<System.Diagnostics.Metrics.IMeterFactory>();
+        using var metrics = new Proxy.Testing.MetricRecorder("Proxy.Server", meters);
+        using var server = new ProxyServer(new ProxyServerOptions(), loggers, time, factory, meters);
         await using var memory = new InMemoryConnectionListener();
         var listener = new FailingListener(memory, failures: 3);
         server.AddListener(listener, new ListenOptions(new IPEndPoint(IPAddress.Loopback, 80)));
@@ -204,6 +207,10 @@ public class ProxyServerTests
 
         Assert.InRange(listener.Calls, 4, 5); // three failures, the accept, and maybe already the loop's next wait
         Assert.Single(logs.Messages, m => m.Contains("Accepting a connection failed", StringComparison.Ordinal));
+        // Each back-off step is a pause of the accept loop: 10, 20 and 40 ms.
+        var pauses = metrics.Of("proxy.server.accept.pause_duration");
+        Assert.Equal([0.01, 0.02, 0.04], pauses.Select(p => p.Value));
+        Assert.All(pauses, p => Assert.Equal("out_of_resources", p.Tag("proxy.accept.pause_reason")));
         await server.StopAsync(new CancellationToken(canceled: true));
     }
 
