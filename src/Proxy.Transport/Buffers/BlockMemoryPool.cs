@@ -93,9 +93,10 @@ public sealed class BlockMemoryPool : MemoryPool<byte>
     /// <summary>
     /// The pool of HTTP/2 streams' request and response pipes (server and relay): 256-byte, 1, 4 and 16 KiB blocks, none
     /// pinned, idle ones freed as in <see cref="Default"/>. Of the 4 KiB blocks at most 64 MiB are kept; rents of more
-    /// than 4 KiB (a full DATA frame, a relay's bulk chunk) get a 16 KiB block, at most 32 MiB of which are kept. The bound is wide because a broadcast puts a block in
-    /// every stream's pipe at once: with 16 MiB, 94,000 blocks dropped in one run of 20,000 SSE streams survived a
-    /// young collection while in flight and piled up in generation 1; kept ones are freed when the bursts stop.
+    /// than 4 KiB (a full DATA frame, a relay's bulk chunk) get a 16 KiB block, at most 32 MiB of which are kept. The
+    /// bound is wide because a broadcast puts a block in every stream's pipe at once: with 16 MiB, 94,000 blocks dropped
+    /// in one run of 20,000 SSE streams survived a young collection while in flight and piled up in generation 1; kept
+    /// ones are freed when the bursts stop.
     /// NOTE: a stream's pipe holds a block only while bytes pass through it, but SSE broadcasts make those moments
     /// coincide: 20,000 streams each got an event in the same millisecond, and with 16 KiB pinned blocks (the output
     /// pool) each event of a few dozen bytes took a block; past the kept bound they became pinned-heap garbage that
