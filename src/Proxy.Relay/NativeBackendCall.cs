@@ -12,7 +12,7 @@ namespace Proxy.Relay;
 /// when its whole body is still at hand.
 /// </summary>
 // Owned by one forwarded request (the forwarder's request pump writes RequestBody, its response flow the rest).
-internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request, Proxy.Protocols.HttpExchange? client = null)
+internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request, Proxy.Protocols.HttpExchange? client)
     : ForwarderBackendCall, IValueTaskSource, IClientResponseSink
 {
     // NOTE: kept only until the response head arrives (a refused request is sent again from it), then let go: an SSE
