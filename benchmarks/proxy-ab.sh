@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Interleaved A/B of our proxy: two Proxy.Host processes side by side in front of one Kestrel backend, measured in turn
 # (A, B, A, B, ...), so a VM whose speed drifts over minutes moves both alike. Prints, per run: RPS, proxy CPU per
-# request in µs (user + system ticks over the measured period only) and its two parts (user=, sys=), and with `perf`
+# request in µs (user + system ticks over the measured period only) and its two parts (user=, sys=), the backend's CPU
+# per request over the same window (backend=: what the proxy's way of talking to it costs the backend), and with `perf`
 # installed the proxy's syscalls per request (all, sends, receives, epoll waits, futex, sched_yield) and context switches.
 # --b-peer nghttpx|haproxy|nginx puts that proxy on side B instead (its config from benchmarks/peers, as
 # run-comparison.sh renders it; CPU summed over its processes): ours against a peer minute by minute, where
@@ -49,7 +50,7 @@ sed -e "s#@BH1@#19001#g" -e "s#@BH2C@#19002#g" "$ROOT/benchmarks/peers/proxy.jso
 wait_port() { until (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do sleep 0.2; done; }
 
 setsid dotnet "$LOAD_DLL" serve --server kestrel --urls http://127.0.0.1:19001 --h2c-port 19002 >"$WORK/backend.log" 2>&1 </dev/null &
-PIDS+=($!)
+PIDS+=($!); BACKEND_PID=$!
 start() { # name env dll base-port admin-port
   env $2 Admin__Url="http://127.0.0.1:$5" setsid dotnet "$3" --config "$WORK/proxy.json" \
     --urls "http://127.0.0.1:$4;http://127.0.0.1:$(($4 + 1));https://127.0.0.1:$(($4 + 3))" \
@@ -127,18 +128,21 @@ run() { # side scenario duration -> "rps us/req [perf counts]"
       -p "$(session_pids "$pid")" -- sleep "$d" 2>/dev/null &
     perf=$!
   fi
-  local b; b=$(ticks "$pid"); sleep "$d"; local a; a=$(ticks "$pid")
+  local b bb; b=$(ticks "$pid"); bb=$(ticks "$BACKEND_PID"); sleep "$d"; local a ba; a=$(ticks "$pid"); ba=$(ticks "$BACKEND_PID")
   wait $load || true; [[ -n $perf ]] && { wait $perf || true; }
   local n
   if [[ $s == grpc-* ]]; then n=$(tail -1 "$WORK/load-$side.jsonl" | python3 -c "import json,sys; print(json.load(sys.stdin)['requests'])")
   else n=$(grep -Eo '[0-9]+ succeeded' "$out" | awk '{print $1}'); fi
-  python3 - "$n" "$a" "$b" "$d" "$WORK/perf-$side.txt" <<'PY'
+  python3 - "$n" "$a" "$b" "$d" "$WORK/perf-$side.txt" "$ba" "$bb" <<'PY'
 import os, sys
 n, d, perf = int(sys.argv[1]), float(sys.argv[4]), sys.argv[5]
+backend = sum(map(int, sys.argv[6].split(","))) - sum(map(int, sys.argv[7].split(",")))
 (au, asys), (bu, bsys) = (map(int, sys.argv[2].split(",")), map(int, sys.argv[3].split(",")))
 per = lambda ticks: ticks / 100 * 1e6 / max(n, 1)
 # user: our code, the runtime and libraries; sys: the kernel (syscalls, wakeups, loopback TCP)
 line = f"rps={n / d:,.0f} cpu_us_per_req={per(au - bu + asys - bsys):.1f} user={per(au - bu):.1f} sys={per(asys - bsys):.1f}"
+# the backend's CPU per request over the same window: what the proxy's way of talking to it costs the backend
+line += f" backend={per(backend):.1f}"
 if os.path.exists(perf):
     counts = {}
     for row in open(perf):
