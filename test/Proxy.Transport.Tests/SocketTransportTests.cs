@@ -369,6 +369,77 @@ public class EventLoopTests
         }
     }
 
+    [Fact]
+    public async Task Flush_OnAnEpollThread_SendsAfterTheBatch_AndOffTheLoopAtOnce()
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            return; // no epoll engine: a flush sends on the flushing thread (SocketTransportTests)
+        }
+
+        var io = new SentCounter();
+        await using var listener = SocketConnectionListener.Bind(new IPEndPoint(IPAddress.Loopback, 0),
+            new SocketTransportOptions { Engine = SocketEngine.Epoll, InlineScheduling = true }, io);
+        using var client = await Net.ConnectAsync(listener.EndPoint);
+        var connection = (await listener.AcceptAsync())!;
+        var afterBatch = new TaskCompletionSource<long>(TaskCreationOptions.RunContinuationsAsynchronously);
+
+        // The read completes on the epoll thread that receives the byte; the continuation writes and flushes there.
+        var pending = connection.Transport.Input.ReadAsync();
+        Assert.False(pending.IsCompleted);
+        var reply = ReplyOnTheLoopAsync(pending);
+        await client.SendAsync("x"u8.ToArray());
+
+        var (onLoop, flushCompleted, sentAtFlush) = await reply.WaitAsync(Net.Patience);
+        Assert.True(onLoop, "the read continuation did not run on an epoll thread");
+        Assert.True(flushCompleted, "a flush under the pause threshold completes at once");
+        Assert.Equal(0, sentAtFlush); // the send waits for the end of the batch...
+        Assert.Equal(3, await afterBatch.Task.WaitAsync(Net.Patience)); // ...and has run when work deferred after it runs
+        Assert.Equal("abc", await ReceiveAsync(client, 3));
+
+        // Off the loop (this test's thread) the flush sends before it returns.
+        connection.Transport.Output.Write("defg"u8);
+        var flush = connection.Transport.Output.FlushAsync();
+        Assert.True(flush.IsCompleted);
+        Assert.Equal(7, io.SentBytes);
+        Assert.Equal("defg", await ReceiveAsync(client, 4));
+        await connection.DisposeAsync();
+
+        async Task<(bool OnLoop, bool FlushCompleted, long SentAtFlush)> ReplyOnTheLoopAsync(ValueTask<System.IO.Pipelines.ReadResult> read)
+        {
+            var result = await read.ConfigureAwait(false);
+            connection.Transport.Input.AdvanceTo(result.Buffer.End);
+            var output = connection.Transport.Output;
+            output.Write("abc"u8);
+            var flushed = output.FlushAsync();
+            var sent = io.SentBytes;
+            // Deferred after the flush, so it runs after the send it scheduled.
+            EventLoop.TryDefer(_ => afterBatch.TrySetResult(io.SentBytes), null);
+            return (EventLoop.IsCurrentThread, flushed.IsCompleted, sent);
+        }
+
+        static async Task<string> ReceiveAsync(Socket socket, int count)
+        {
+            var buffer = new byte[count];
+            var got = 0;
+            while (got < count)
+            {
+                var n = await socket.ReceiveAsync(buffer.AsMemory(got), SocketFlags.None).AsTask().WaitAsync(Net.Patience);
+                Assert.NotEqual(0, n);
+                got += n;
+            }
+            return System.Text.Encoding.ASCII.GetString(buffer);
+        }
+    }
+
+    private sealed class SentCounter : ISocketIoMetrics
+    {
+        private long _sent;
+        public long SentBytes => Interlocked.Read(ref _sent);
+        public void Received(int bytes) { }
+        public void Sent(long bytes) => Interlocked.Add(ref _sent, bytes);
+    }
+
     /// <summary>
     /// A raw connected pair whose accepted side already holds <paramref name="queued"/> bytes from the peer (and its FIN
     /// when <paramref name="thenFinish"/>), wrapped in an epoll SocketConnection that is not started yet.

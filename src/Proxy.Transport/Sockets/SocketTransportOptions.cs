@@ -64,6 +64,8 @@ public sealed class SocketTransportOptions
     /// runs on a thread-pool thread, so inline only skips the second hop. Measured through the relay, 1 connection x
     /// 1 stream: thread-pool work items per request 7 -> 4 (h2c GET), 4 -> 2 (HTTP/1.1 GET). Turn it off for an app
     /// whose request handling blocks its thread before its first await (it would hold that connection's receive loop).
+    /// On <see cref="SocketEngine.Epoll"/> a flush made on an epoll thread sends once the thread's batch of socket events
+    /// was handled, with the batch's other sends (one wakeup of a peer for many messages); made elsewhere, at once.
     /// </summary>
     public bool InlineScheduling { get; set; } = true;
 
