@@ -291,7 +291,7 @@ public class ProxyServerTests
             var fileLimit = long.Parse(File.ReadLines("/proc/self/limits").First(l => l.StartsWith("Max open files", StringComparison.Ordinal))
                 .Split(' ', StringSplitOptions.RemoveEmptyEntries)[3]);
             Assert.NotNull(limit);
-            Assert.InRange(limit.Max, 16, fileLimit - Math.Max(128, fileLimit / 8));
+            Assert.InRange(limit.Max, 16, fileLimit - Math.Max(256, fileLimit / 8));
         }
         else
         {
