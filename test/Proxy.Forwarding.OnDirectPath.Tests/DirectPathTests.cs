@@ -78,6 +78,61 @@ public class DirectPathTests
     }
 
     [Theory]
+    [InlineData(TestProtocol.Http1, "1.1")]
+    [InlineData(TestProtocol.Http2, "2")]
+    public async Task DirectRequest_CountedInTheServersRequestDuration_AsThePipelineCountsItsOwn(TestProtocol client, string version)
+    {
+        await using var backend = await Backends.StartEchoAsync();
+        await using var proxy = await StartAsync(OneRoute(backend), client);
+        var factory = proxy.Services.GetRequiredService<System.Diagnostics.Metrics.IMeterFactory>();
+        var measured = new System.Collections.Concurrent.ConcurrentQueue<(object Instrument, Dictionary<string, object?> Tags)>();
+        var two = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        using var listener = new System.Diagnostics.Metrics.MeterListener();
+        listener.InstrumentPublished = (instrument, l) =>
+        {
+            // This app's hosting instrument only: other tests' apps run in the same process.
+            if (instrument.Name == "http.server.request.duration" && instrument.Meter.Name == "Microsoft.AspNetCore.Hosting"
+                && ReferenceEquals(instrument.Meter.Scope, factory))
+            {
+                l.EnableMeasurementEvents(instrument);
+            }
+        };
+        listener.SetMeasurementEventCallback<double>((instrument, _, tags, _) =>
+        {
+            var copy = new Dictionary<string, object?>();
+            foreach (var tag in tags)
+            {
+                copy[tag.Key] = tag.Value;
+            }
+            measured.Enqueue((instrument, copy));
+            if (measured.Count >= 2)
+            {
+                two.TrySetResult();
+            }
+        });
+        listener.Start();
+        using var http = proxy.CreateClient();
+
+        using var proxied = await http.GetAsync("/a");
+        using var local = await http.GetAsync("/local/x");
+        await two.Task.WaitAsync(TimeSpan.FromSeconds(30));
+
+        Assert.False(proxied.Headers.Contains("x-pipeline"), "the proxied request should have gone direct");
+        Assert.True(local.Headers.Contains("x-pipeline"));
+        var byRoute = measured.ToDictionary(m => (string?)m.Tags.GetValueOrDefault("http.route") ?? "", m => m);
+        var direct = byRoute["/{**catch-all}"];
+        var pipeline = byRoute["/local/{name}"];
+        Assert.Same(pipeline.Instrument, direct.Instrument); // the hosting layer's instrument itself, not one of the same name
+        Assert.Equal(pipeline.Tags.Keys.Order(), direct.Tags.Keys.Order());
+        Assert.Equal("http", direct.Tags["url.scheme"]);
+        Assert.Equal("GET", direct.Tags["http.request.method"]);
+        Assert.Equal(version, direct.Tags["network.protocol.version"]);
+        Assert.Equal(version, pipeline.Tags["network.protocol.version"]);
+        Assert.Equal(200, direct.Tags["http.response.status_code"]);
+        Assert.Equal(pipeline.Tags["http.response.status_code"], direct.Tags["http.response.status_code"]);
+    }
+
+    [Theory]
     [InlineData("Timeout", "00:00:30")]                        // a policy the pipeline applies
     [InlineData("Transforms:0:PathPattern", "/p/{**catch-all}")] // a transform that reads route values
     public async Task RouteThatNeedsThePipeline_GoesThroughIt(string key, string value)

@@ -23,8 +23,9 @@ namespace Proxy.Relay.Direct;
 /// <see cref="ExchangeFront"/>, so a request gets the same answer either way. Everything else goes to the app.
 /// </summary>
 /// <remarks>
-/// NOTE: opt-in (<see cref="NativeRelayExtensions.AddDirectPath(IServiceCollection)"/>; the standalone proxy's <c>DirectPath:Enabled</c>): middleware the app adds with <c>app.Use</c> does not see direct
-/// requests, and the table below cannot know it is there. Policies a route names (authorization, CORS, rate limiting,
+/// NOTE: opt-in for an app (<see cref="NativeRelayExtensions.AddDirectPath(IServiceCollection)"/>): middleware the app adds
+/// with <c>app.Use</c> does not see direct requests, and the table below cannot know it is there. The standalone proxy,
+/// whose pipeline is its own, turns it on by default on our server (<c>DirectPath:Enabled</c>). Policies a route names (authorization, CORS, rate limiting,
 /// timeouts) and endpoint conventions do keep their routes on the pipeline.
 /// </remarks>
 // Shared by all connections; the route table is immutable and swapped whole when the endpoints change.
@@ -40,6 +41,7 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
     private ProxyEndpointHandler? _endpointHandler;
     private EndpointDataSource? _endpoints;
     private IDirectRequestObserver? _observer;
+    private ServerRequestDuration? _duration;
     private bool _ownForwarder;
     private volatile DirectRouteTable? _table;
 
@@ -69,7 +71,7 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
         }
 
         DirectRequest request;
-        RouteState? route;
+        DirectRoute? direct;
         ClusterState? cluster;
         try
         {
@@ -79,13 +81,13 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
             }
 
             var (path, query) = RequestTarget.Split(exchange.RawTarget);
-            route = table.Match(exchange.Method, exchange.Authority, path);
-            if (route is null || !_manager!.Current.Clusters.TryGetValue(route.Config.ClusterId!, out cluster) || !CanGoDirect(cluster))
+            direct = table.Match(exchange.Method, exchange.Authority, path);
+            if (direct is null || !_manager!.Current.Clusters.TryGetValue(direct.Route.Config.ClusterId!, out cluster) || !CanGoDirect(cluster))
             {
                 return null;
             }
 
-            request = new DirectRequest(exchange, new ReverseProxyFeature(route.RouteId, cluster.ClusterId), path, query, _maxRequestBodySize,
+            request = new DirectRequest(exchange, new ReverseProxyFeature(direct.Route.RouteId, cluster.ClusterId), path, query, _maxRequestBodySize,
                 _dateCache, _addServerHeader, _logger);
         }
         catch (Exception ex)
@@ -95,8 +97,10 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
             return null;
         }
 
-        // One async frame per request unless an observer wants the request timed and counted.
-        return _observer is null ? ForwardCoreAsync(request, route, cluster) : ForwardObservedAsync(request, route, cluster, _observer);
+        // One async frame per request unless an observer or the server's request metric wants the request timed and counted.
+        return _observer is null && _duration is not { Enabled: true }
+            ? ForwardCoreAsync(request, direct.Route, cluster)
+            : ForwardObservedAsync(request, direct, cluster, _observer, _duration);
     }
 
     /// <summary>What the route's cluster needs from the pipeline: session affinity reads cookies or headers through the HttpContext, a custom load balancer may, and HttpClient is the pipeline's transport.</summary>
@@ -104,27 +108,33 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
         _ownForwarder && cluster.NativeTransport is not null && cluster.Affinity is null
         && cluster.LoadBalancer.GetType().Assembly == typeof(ClusterState).Assembly;
 
-    private async Task ForwardObservedAsync(DirectRequest request, RouteState route, ClusterState cluster, IDirectRequestObserver observer)
+    private async Task ForwardObservedAsync(DirectRequest request, DirectRoute direct, ClusterState cluster, IDirectRequestObserver? observer,
+        ServerRequestDuration? duration)
     {
         var exchange = request.Exchange;
         var started = Stopwatch.GetTimestamp();
-        var counts = request.Counts = new BodyByteCounts();
+        var counts = observer is null ? null : request.Counts = new BodyByteCounts();
         try
         {
-            await ForwardCoreAsync(request, route, cluster).ConfigureAwait(false);
+            await ForwardCoreAsync(request, direct.Route, cluster).ConfigureAwait(false);
         }
         finally
         {
             // NOTE: the exchange is still ours here: the engine reuses it only once this handler's task completed.
-            var feature = request.Feature;
-            try
+            var elapsed = Stopwatch.GetElapsedTime(started);
+            duration?.Record(exchange, direct.HttpRoute, elapsed);
+            if (observer is not null)
             {
-                observer.RequestEnded(new DirectRequestRecord(exchange.Method, request.Path.Value ?? "/", exchange.Protocol, exchange.StatusCode,
-                    feature.RouteId, feature.ClusterId, feature.DestinationId, Stopwatch.GetElapsedTime(started), counts.In, counts.Out, request.Error));
-            }
-            catch (Exception ex)
-            {
-                DirectLog.ObserverFailed(_logger, ex);
+                var feature = request.Feature;
+                try
+                {
+                    observer.RequestEnded(new DirectRequestRecord(exchange.Method, request.Path.Value ?? "/", exchange.Protocol, exchange.StatusCode,
+                        feature.RouteId, feature.ClusterId, feature.DestinationId, elapsed, counts!.In, counts.Out, request.Error));
+                }
+                catch (Exception ex)
+                {
+                    DirectLog.ObserverFailed(_logger, ex);
+                }
             }
         }
     }
@@ -213,6 +223,7 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
 
                 _ownForwarder = _services.GetService<IHttpForwarder>() is HttpForwarder;
                 _observer = _services.GetService<IDirectRequestObserver>();
+                _duration = ServerRequestDuration.Find(_services);
                 _endpoints = _services.GetRequiredService<EndpointDataSource>();
                 // NOTE: a change marks the table stale and starts its rebuild on the pool at once, so the window in which
                 // requests on an event loop go to the pipeline is the rebuild's.

@@ -17,6 +17,9 @@ namespace Proxy.Relay.Direct;
 /// nothing from the pipeline; whenever this table cannot be sure (a tie, a route parameter constraint, header or query
 /// matchers, a host pattern with a port) it answers null and the request goes through the pipeline as before.
 /// </summary>
+/// <summary>A route the direct path takes, and its endpoint's route template (the <c>http.route</c> of the server's metrics).</summary>
+internal sealed record DirectRoute(RouteState Route, string? HttpRoute);
+
 // Immutable once built; rebuilt (and swapped whole) when the app's endpoints change.
 internal sealed class DirectRouteTable
 {
@@ -39,7 +42,7 @@ internal sealed class DirectRouteTable
     private static RouteValueDictionary? t_values;
 
     /// <summary>The route to forward the request to on the direct path, or null when the pipeline must see it.</summary>
-    public RouteState? Match(string method, string authority, string path)
+    public DirectRoute? Match(string method, string authority, string path)
     {
         Entry? winner = null;
         foreach (var entry in _entries)
@@ -63,7 +66,7 @@ internal sealed class DirectRouteTable
             winner = entry;
         }
 
-        return winner is { NotDirectBecause: null } ? winner.Route : null;
+        return winner is { NotDirectBecause: null } ? winner.Direct : null;
     }
 
     /// <param name="appWide">
@@ -136,6 +139,9 @@ internal sealed class DirectRouteTable
 
         public RouteState? Route { get; private init; }
 
+        /// <summary>The proxy route with its endpoint's http.route, for a request this entry takes.</summary>
+        public DirectRoute? Direct { get; private init; }
+
         /// <summary>Null when the route goes direct; else the reason it does not (logged at startup).</summary>
         public string? NotDirectBecause { get; private set; }
 
@@ -157,11 +163,15 @@ internal sealed class DirectRouteTable
             }
 
             var pattern = routeEndpoint.RoutePattern;
+            var route = endpoint.Metadata.GetMetadata<RouteState>();
             var entry = new Entry
             {
                 Order = routeEndpoint.Order,
                 Precedence = pattern.InboundPrecedence,
-                Route = endpoint.Metadata.GetMetadata<RouteState>(),
+                Route = route,
+                // NOTE: http.route as ASP.NET Core's hosting metrics take it: the endpoint's route diagnostics metadata.
+                Direct = route is null ? null
+                    : new DirectRoute(route, endpoint.Metadata.GetMetadata<Microsoft.AspNetCore.Http.Metadata.IRouteDiagnosticsMetadata>()?.Route),
             };
             entry._matcher = new TemplateMatcher(new RouteTemplate(pattern), new RouteValueDictionary(pattern.Defaults));
             entry._literalPrefix = LiteralPrefix(pattern);

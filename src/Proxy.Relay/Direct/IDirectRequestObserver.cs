@@ -4,7 +4,8 @@ namespace Proxy.Relay.Direct;
 
 /// <summary>
 /// Sees each request the direct path forwarded, once it ended: what middleware around the proxy endpoints would have seen
-/// on the pipeline (the standalone proxy's access log registers one). Register it in DI; with none registered the direct
+/// on the pipeline (the standalone proxy's access log registers one). Register it in DI; with none registered, and nothing
+/// listening to <c>http.server.request.duration</c> (which the direct path records as the hosting layer does), the direct
 /// path neither times nor counts anything.
 /// </summary>
 public interface IDirectRequestObserver
