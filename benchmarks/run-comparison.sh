@@ -5,8 +5,9 @@
 #
 #   benchmarks/run-comparison.sh [--quick] [--only T1,T2] [--scenarios S1,S2] [--duration SEC] [--prime SEC] [--no-build]
 #
-# Targets: server-ours server-kestrel (the same app on our server / on Kestrel); proxy-ours (native relay)
-# proxy-ours-direct (the same with DirectPath:Enabled: eligible routes skip the ASP.NET Core pipeline)
+# Targets: server-ours server-kestrel (the same app on our server / on Kestrel); proxy-ours (native relay, as it
+# starts: since session 25 with the direct path on) proxy-ours-direct (DirectPath:Enabled=true named: the same today)
+# proxy-ours-pipeline (DirectPath:Enabled=false: every request through the ASP.NET Core pipeline)
 # proxy-ours-httpclient (the same, clusters on "Transport": "HttpClient") proxy-ours-kestrel
 # proxy-yarp nginx haproxy h2o nghttpx (in front of the Kestrel backend); static-ours static-kestrel static-nginx
 # (10 MB file).
@@ -25,7 +26,7 @@ while [[ $# -gt 0 ]]; do
     --duration) DURATION="$2"; shift 2 ;;
     --prime) PRIME="$2"; shift 2 ;;
     --no-build) BUILD=0; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,7 +44,7 @@ if [[ -z "$PRIME" ]]; then PRIME=3; [[ $QUICK == 1 ]] && PRIME=1; fi
 READY_TIMEOUT=30              # seconds a target has to open its ports
 RUN_TIMEOUT=$((DURATION + WARMUP + 30))  # hard cap on one h2load run
 
-ALL_TARGETS="server-ours server-kestrel proxy-ours proxy-ours-direct proxy-ours-httpclient proxy-ours-kestrel proxy-yarp nginx haproxy h2o nghttpx static-ours static-kestrel static-nginx"
+ALL_TARGETS="server-ours server-kestrel proxy-ours proxy-ours-direct proxy-ours-pipeline proxy-ours-httpclient proxy-ours-kestrel proxy-yarp nginx haproxy h2o nghttpx static-ours static-kestrel static-nginx"
 # Scenario table: name|client|protocol (h1, h1-tls, h2c, h2)|what|body|connections|streams per connection|extra flags
 #   client h2load: what = the path, body = - or a file key (post1k, grpc), extra = h2load flags
 #   client load (benchmarks/Proxy.Load `run`: gRPC with Grpc.Net.Client, and SSE): what = its --scenario, extra = more
@@ -256,7 +257,7 @@ start_target() {
       local server=${t#*-}
       start_group "$t" dotnet "$APP_DLL" --server "$server" --h1 "$H1" --h2c "$H2C" --tls "$TLS" \
         --cert "$WORK/cert.pfx" --static "$WORK/static" ;;
-    proxy-ours|proxy-ours-direct|proxy-ours-httpclient|proxy-ours-kestrel)
+    proxy-ours|proxy-ours-direct|proxy-ours-pipeline|proxy-ours-httpclient|proxy-ours-kestrel)
       # The same Proxy.Host and proxy.json; proxy-ours-kestrel runs it on Kestrel (Host:Server=kestrel), as YARP runs.
       local listen=(--urls "http://127.0.0.1:$H1;http://127.0.0.1:$H2C;https://127.0.0.1:$TLS")
       if [[ $t == proxy-ours-kestrel ]]; then
@@ -268,6 +269,9 @@ start_target() {
       fi
       if [[ $t == proxy-ours-direct ]]; then
         listen+=(--DirectPath:Enabled=true) # every route of proxy.json needs nothing from the pipeline: all go direct
+      fi
+      if [[ $t == proxy-ours-pipeline ]]; then
+        listen+=(--DirectPath:Enabled=false) # every request through HttpContext, hosting and endpoint routing
       fi
       if [[ $t == proxy-ours-httpclient ]]; then
         # Our proxy on our server with the HttpClient transport: the path before the native relay, same run.
@@ -543,7 +547,7 @@ def bad(r):
 skip_of = {(s["target"], s["scenario"]): s["reason"] for s in skipped}
 roles = [("Server role: the same app on our server vs Kestrel", "server-ours", ["server-ours", "server-kestrel"]),
          ("Proxy role: in front of the same Kestrel backend", "proxy-ours",
-          ["proxy-ours", "proxy-ours-direct", "proxy-ours-httpclient", "proxy-ours-kestrel", "proxy-yarp", "nginx", "haproxy", "h2o", "nghttpx"]),
+          ["proxy-ours", "proxy-ours-direct", "proxy-ours-pipeline", "proxy-ours-httpclient", "proxy-ours-kestrel", "proxy-yarp", "nginx", "haproxy", "h2o", "nghttpx"]),
          ("Static file (10 MB, h2load -c8 -m1)", "static-ours", ["static-ours", "static-kestrel", "static-nginx"])]
 by = {(r["target"], r["scenario"]): r for r in rows}
 out = [f"# Comparison run {datetime.date.today()}", "",
