@@ -65,7 +65,8 @@ public sealed class ProxyServerOptions
     /// Connections open at once over all endpoints; at the bound the accept loops wait and new clients wait in the listen
     /// backlog. Null (the default): on Linux, the open-file limit less the descriptors open at start and a reserve of an
     /// eighth of the limit (at least 256) for backend connections and the runtime (which holds every assembly it loads
-    /// open, and aborts when it cannot get a descriptor for a new thread); elsewhere no bound. 0: no bound. Kestrel's <c>Limits:MaxConcurrentConnections</c>.
+    /// open, and aborts when it cannot get a descriptor for a new thread); elsewhere no bound. 0: no bound. Kestrel's
+    /// <c>Limits:MaxConcurrentConnections</c>.
     /// </summary>
     public long? MaxConcurrentConnections { get; set; }
 

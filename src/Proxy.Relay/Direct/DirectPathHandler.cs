@@ -25,8 +25,8 @@ namespace Proxy.Relay.Direct;
 /// <remarks>
 /// NOTE: opt-in for an app (<see cref="NativeRelayExtensions.AddDirectPath(IServiceCollection)"/>): middleware the app adds
 /// with <c>app.Use</c> does not see direct requests, and the table below cannot know it is there. The standalone proxy,
-/// whose pipeline is its own, turns it on by default on our server (<c>DirectPath:Enabled</c>). Policies a route names (authorization, CORS, rate limiting,
-/// timeouts) and endpoint conventions do keep their routes on the pipeline.
+/// whose pipeline is its own, turns it on by default on our server (<c>DirectPath:Enabled</c>). Policies a route names
+/// (authorization, CORS, rate limiting, timeouts) and endpoint conventions do keep their routes on the pipeline.
 /// </remarks>
 // Shared by all connections; the route table is immutable and swapped whole when the endpoints change.
 internal sealed class DirectPathHandler : IDirectRequestHandler

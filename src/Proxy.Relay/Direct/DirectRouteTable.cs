@@ -10,6 +10,9 @@ using Proxy.Forwarding.Routing;
 
 namespace Proxy.Relay.Direct;
 
+/// <summary>A route the direct path takes, and its endpoint's route template (the <c>http.route</c> of the server's metrics).</summary>
+internal sealed record DirectRoute(RouteState Route, string? HttpRoute);
+
 /// <summary>
 /// Which route a request would reach, decided the way ASP.NET Core's endpoint routing decides it, over every endpoint of
 /// the app (not only the proxy's): the candidates whose path, host and method match, ordered by Order and then by route
@@ -17,9 +20,6 @@ namespace Proxy.Relay.Direct;
 /// nothing from the pipeline; whenever this table cannot be sure (a tie, a route parameter constraint, header or query
 /// matchers, a host pattern with a port) it answers null and the request goes through the pipeline as before.
 /// </summary>
-/// <summary>A route the direct path takes, and its endpoint's route template (the <c>http.route</c> of the server's metrics).</summary>
-internal sealed record DirectRoute(RouteState Route, string? HttpRoute);
-
 // Immutable once built; rebuilt (and swapped whole) when the app's endpoints change.
 internal sealed class DirectRouteTable
 {
