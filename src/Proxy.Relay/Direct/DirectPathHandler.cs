@@ -97,10 +97,16 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
             return null;
         }
 
-        // One async frame per request unless an observer or the server's request metric wants the request timed and counted.
-        return _observer is null && _duration is not { Enabled: true }
-            ? ForwardCoreAsync(request, direct.Route, cluster)
-            : ForwardObservedAsync(request, direct, cluster, _observer, _duration);
+        if (_duration is { Enabled: true } duration)
+        {
+            // The server's request metric: recorded when the front ends the response (DirectRequest.EndAsync).
+            request.Duration = duration;
+            request.HttpRoute = direct.HttpRoute;
+            request.Started = Stopwatch.GetTimestamp();
+        }
+
+        // One async frame per request unless an observer wants the request timed and counted.
+        return _observer is null ? ForwardCoreAsync(request, direct.Route, cluster) : ForwardObservedAsync(request, direct.Route, cluster, _observer);
     }
 
     /// <summary>What the route's cluster needs from the pipeline: session affinity reads cookies or headers through the HttpContext, a custom load balancer may, and HttpClient is the pipeline's transport.</summary>
@@ -108,33 +114,27 @@ internal sealed class DirectPathHandler : IDirectRequestHandler
         _ownForwarder && cluster.NativeTransport is not null && cluster.Affinity is null
         && cluster.LoadBalancer.GetType().Assembly == typeof(ClusterState).Assembly;
 
-    private async Task ForwardObservedAsync(DirectRequest request, DirectRoute direct, ClusterState cluster, IDirectRequestObserver? observer,
-        ServerRequestDuration? duration)
+    private async Task ForwardObservedAsync(DirectRequest request, RouteState route, ClusterState cluster, IDirectRequestObserver observer)
     {
         var exchange = request.Exchange;
         var started = Stopwatch.GetTimestamp();
-        var counts = observer is null ? null : request.Counts = new BodyByteCounts();
+        var counts = request.Counts = new BodyByteCounts();
         try
         {
-            await ForwardCoreAsync(request, direct.Route, cluster).ConfigureAwait(false);
+            await ForwardCoreAsync(request, route, cluster).ConfigureAwait(false);
         }
         finally
         {
             // NOTE: the exchange is still ours here: the engine reuses it only once this handler's task completed.
-            var elapsed = Stopwatch.GetElapsedTime(started);
-            duration?.Record(exchange, direct.HttpRoute, elapsed);
-            if (observer is not null)
+            var feature = request.Feature;
+            try
             {
-                var feature = request.Feature;
-                try
-                {
-                    observer.RequestEnded(new DirectRequestRecord(exchange.Method, request.Path.Value ?? "/", exchange.Protocol, exchange.StatusCode,
-                        feature.RouteId, feature.ClusterId, feature.DestinationId, elapsed, counts!.In, counts.Out, request.Error));
-                }
-                catch (Exception ex)
-                {
-                    DirectLog.ObserverFailed(_logger, ex);
-                }
+                observer.RequestEnded(new DirectRequestRecord(exchange.Method, request.Path.Value ?? "/", exchange.Protocol, exchange.StatusCode,
+                    feature.RouteId, feature.ClusterId, feature.DestinationId, Stopwatch.GetElapsedTime(started), counts.In, counts.Out, request.Error));
+            }
+            catch (Exception ex)
+            {
+                DirectLog.ObserverFailed(_logger, ex);
             }
         }
     }

@@ -27,6 +27,18 @@ internal sealed class DirectRequest(HttpExchange exchange, ReverseProxyFeature f
     private PipeWriter? _countedResponse;
     private long? _maxRequestBodySize = maxRequestBodySize;
 
+    /// <summary>
+    /// Set when something listens to the server's request metric: <see cref="EndAsync"/> records the request there once its
+    /// response completed or broke, with <see cref="HttpRoute"/> and the time since <see cref="Started"/>.
+    /// </summary>
+    public ServerRequestDuration? Duration { get; set; }
+
+    /// <summary>The route's template, the metric's <c>http.route</c>.</summary>
+    public string? HttpRoute { get; set; }
+
+    /// <summary>When the direct path took the request (a <see cref="Stopwatch"/> timestamp), for <see cref="Duration"/>.</summary>
+    public long Started { get; set; }
+
     /// <summary>Set when an observer wants the body byte counts: the bodies are then read and written through counting pipes.</summary>
     public Forwarding.Telemetry.BodyByteCounts? Counts { get; set; }
 
@@ -153,9 +165,26 @@ internal sealed class DirectRequest(HttpExchange exchange, ReverseProxyFeature f
     /// <summary>
     /// Forwarding is over: completes the exchange. After <paramref name="failure"/> it does what our server does when the app
     /// throws (RequestFeatures.OnApplicationErrorAsync): the status of a bad request, else 500, with an empty body, when
-    /// nothing was sent yet; else the stream is broken. Never throws.
+    /// nothing was sent yet; else the stream is broken. Then records the request in the server's metric when
+    /// <see cref="Duration"/> is set. Never throws.
     /// </summary>
-    public async ValueTask EndAsync(Exception? failure)
+    public ValueTask EndAsync(Exception? failure) => Duration is null ? EndCoreAsync(failure) : EndAndRecordAsync(failure);
+
+    // NOTE: the metric is recorded here rather than in a frame around the handler's task: with the standalone proxy's
+    // metrics on (its default), that frame was a state-machine box and one more continuation per request.
+    private async ValueTask EndAndRecordAsync(Exception? failure)
+    {
+        try
+        {
+            await EndCoreAsync(failure).ConfigureAwait(false);
+        }
+        finally
+        {
+            Duration!.Record(Exchange, HttpRoute, Stopwatch.GetElapsedTime(Started));
+        }
+    }
+
+    private async ValueTask EndCoreAsync(Exception? failure)
     {
         var exchange = Exchange;
         if (failure is not null)
