@@ -316,6 +316,92 @@ public class BlockMemoryPoolTests
     }
 
     [Fact]
+    public async Task Sharded_BlockReturnedOnOneThread_RentedOnAnother()
+    {
+        // Two shards, one block: wherever the returning thread ran, a rent on any processor finds it (an empty home
+        // shard takes from the others) rather than allocating.
+        var pool = new BlockMemoryPool(1024, 1 << 20, pinned: false, smallBlockSize: 0, smallMaxRetainedBytes: 0, shards: 2);
+        var block = pool.Rent();
+        var array = GetArray(block.Memory);
+        await Task.Run(block.Dispose).WaitAsync(Net.Patience);
+        Assert.Equal(1, pool.RetainedBlocks);
+
+        var again = await Task.Run(() => pool.Rent()).WaitAsync(Net.Patience);
+
+        Assert.Same(array, GetArray(again.Memory));
+        Assert.Equal(0, pool.RetainedBlocks);
+    }
+
+    [Theory]
+    [InlineData(2, 5)]
+    [InlineData(3, 4)]
+    [InlineData(5, 3)]
+    public void Sharded_Bound_IsThePoolsNotEachShards(int maxBlocks, int shards)
+    {
+        // The shards' bounds add up to the pool's: a thread that returns more than its own shard holds fills the others,
+        // and nothing past the pool's bound is kept.
+        var pool = new BlockMemoryPool(1024, maxBlocks * 1024L, pinned: false, smallBlockSize: 0, smallMaxRetainedBytes: 0, shards: shards);
+        var blocks = Enumerable.Range(0, maxBlocks + 3).Select(_ => pool.Rent()).ToList();
+        var arrays = blocks.Select(b => GetArray(b.Memory)).ToHashSet();
+        blocks.ForEach(b => b.Dispose());
+
+        Assert.Equal(shards, pool.Shards);
+        Assert.Equal(maxBlocks, pool.RetainedBlocks);
+        var again = Enumerable.Range(0, maxBlocks).Select(_ => pool.Rent()).ToList();
+        Assert.All(again, b => Assert.Contains(GetArray(b.Memory), arrays)); // all kept ones reused, none allocated
+        Assert.Equal(0, pool.RetainedBlocks);
+    }
+
+    [Fact]
+    public void Sharded_TrimIdle_ReachesEveryShardAndTheSmallPool()
+    {
+        // Bounds of two blocks per shard: eight returns of each size fill all four shards whatever processor runs this.
+        var pool = new BlockMemoryPool(4096, 8 * 4096, pinned: false, smallBlockSize: 1024, smallMaxRetainedBytes: 8 * 1024, shards: 4);
+        Assert.Equal(4, pool.Shards);
+        var blocks = Enumerable.Range(0, 16).Select(i => pool.Rent(i % 2 == 0 ? 10 : 4000)).ToList();
+        blocks.ForEach(b => b.Dispose());
+        Assert.Equal(8, pool.RetainedBlocks); // the large ones; the small pool keeps its own
+
+        Assert.Equal(0, pool.TrimIdle()); // a period starts
+        Assert.Equal(16, pool.TrimIdle()); // nobody rented in it: every shard of both sizes freed
+        Assert.Equal(0, pool.RetainedBlocks);
+    }
+
+    [Fact]
+    public async Task Sharded_ManyThreads_NoBlockSharedBetweenRenters()
+    {
+        var pool = new BlockMemoryPool(64, 1 << 20, pinned: false, smallBlockSize: 0, smallMaxRetainedBytes: 0, shards: 2);
+        var failures = 0;
+        await Task.WhenAll(Enumerable.Range(0, 4).Select(worker => Task.Run(() =>
+        {
+            for (var i = 0; i < 20_000; i++)
+            {
+                using var block = pool.Rent();
+                var span = block.Memory.Span;
+                span.Fill((byte)worker);
+                if (span.IndexOfAnyExcept((byte)worker) >= 0)
+                {
+                    Interlocked.Increment(ref failures);
+                }
+            }
+        }))).WaitAsync(Net.Patience);
+
+        Assert.Equal(0, failures);
+        Assert.InRange(pool.RetainedBlocks, 1, 4);
+    }
+
+    [Fact]
+    public void SharedPools_OneShardPerProcessor()
+    {
+        var expected = Math.Clamp(Environment.ProcessorCount, 1, 64);
+        Assert.Equal(expected, BlockMemoryPool.Default.Shards);
+        Assert.Equal(expected, BlockMemoryPool.StreamDefault.Shards);
+        Assert.Equal(expected, BlockMemoryPool.TlsOutputDefault.Shards);
+        Assert.Equal(expected, BlockMemoryPool.InputDefault.Shards);
+        Assert.Equal(1, new BlockMemoryPool().Shards); // a pool of one's own keeps the exact order
+    }
+
+    [Fact]
     public void Constructor_SmallPoolNotSmaller_Throws()
     {
         Assert.Throws<ArgumentOutOfRangeException>(() => new BlockMemoryPool(4096, 1 << 20, pinned: false, new BlockMemoryPool(4096, 1 << 20, pinned: false)));
