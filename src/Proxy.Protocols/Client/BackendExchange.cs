@@ -114,7 +114,7 @@ public abstract class BackendExchange : IAsyncDisposable
     public int StatusCode { get; protected set; }
 
     /// <summary>Response header fields, names lowercase, without pseudo-headers or connection-specific fields.</summary>
-    public HttpHeaderList ResponseHeaders { get; } = new();
+    public HttpHeaderList ResponseHeaders { get; private protected set; } = new();
 
     /// <summary>
     /// The response body as it arrives: completes at its end, faults with <see cref="BackendException"/> when the

@@ -477,6 +477,70 @@ public class Http1ClientConnectionTests
     }
 
     [Fact]
+    public async Task Connection_CleanExchanges_ExchangeReusedWithNothingOfTheLastRequestLeft()
+    {
+        await using var h = new Http1ClientHarness();
+
+        // 1: a chunked POST answered with a chunked body and trailers.
+        var post = new BackendRequest { Method = "POST", Authority = "backend.example", PathAndQuery = "/up", HasBody = true };
+        var first = await h.SendAsync(post);
+        await first.RequestBody.WriteAsync("abc"u8.ToArray());
+        await first.RequestBody.CompleteAsync();
+        Assert.EndsWith("3\r\nabc\r\n0\r\n\r\n", await h.ReadWrittenUntilAsync("0\r\n\r\n"));
+        await h.RespondAsync("HTTP/1.1 201 Created\r\nX-First: 1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-Trailer: t\r\n\r\n");
+        await first.ReadResponseHeadAsync(CancellationToken.None);
+        Assert.Equal("ok", await Http1ClientHarness.ReadToEndAsync(first.ResponseBody));
+        Assert.Equal("t", first.ResponseTrailers.Get("x-trailer"));
+        await first.DisposeAsync();
+
+        // 2: a GET with a body of declared length: the same exchange, as new (status, fields, trailers, framing).
+        var second = await h.SendAsync(Http1ClientHarness.Get("/next"));
+        Assert.Same(first, second);
+        Assert.Equal("GET /next HTTP/1.1\r\nhost: backend.example\r\n\r\n", h.TakeWritten());
+        await h.RespondAsync("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody");
+        await second.ReadResponseHeadAsync(CancellationToken.None);
+        Assert.Equal(200, second.StatusCode);
+        Assert.Null(second.ResponseHeaders.Get("x-first"));
+        Assert.Equal("4", second.ResponseHeaders.Get("content-length"));
+        Assert.Equal("body", await Http1ClientHarness.ReadToEndAsync(second.ResponseBody));
+        Assert.Empty(second.ResponseTrailers);
+        await second.DisposeAsync();
+
+        // 3: a HEAD, whose Content-Length announces no body, then a body of declared length on the wire for a request of
+        // declared length: the reused writer counts this request's bytes, not the last one's.
+        var head = await h.SendAsync(new BackendRequest { Method = "HEAD", Authority = "backend.example", PathAndQuery = "/h" });
+        Assert.Same(first, head);
+        h.TakeWritten();
+        await h.RespondAsync("HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n");
+        await head.ReadResponseHeadAsync(CancellationToken.None);
+        Assert.Equal("", await Http1ClientHarness.ReadToEndAsync(head.ResponseBody));
+        await head.DisposeAsync();
+
+        var put = await h.SendAsync(new BackendRequest { Method = "PUT", Authority = "backend.example", PathAndQuery = "/p", HasBody = true, ContentLength = 2 });
+        Assert.Same(first, put);
+        Assert.Throws<InvalidOperationException>(() => { put.RequestBody.Write("xyz"u8); }); // 3 > 2: this request's length
+        await put.DisposeAsync(); // the overlong body aborted it: the connection closes
+        Assert.Equal([true, true, true, false], h.Released);
+        Assert.True(h.Connection.IsClosed);
+    }
+
+    [Fact]
+    public async Task Connection_AfterAFailedExchange_NothingIsReused()
+    {
+        await using var h = new Http1ClientHarness();
+        var exchange = await h.SendAsync(Http1ClientHarness.Get());
+        await h.RespondAsync("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        await exchange.ReadResponseHeadAsync(CancellationToken.None);
+        Assert.Equal("ok", await Http1ClientHarness.ReadToEndAsync(exchange.ResponseBody));
+        exchange.Abort(); // the relay gave up on it after all: the connection closes and the exchange is dropped
+        await exchange.DisposeAsync();
+
+        Assert.Equal([false], h.Released);
+        Assert.True(h.Connection.IsClosed);
+        await Assert.ThrowsAsync<InvalidOperationException>(() => h.SendAsync(Http1ClientHarness.Get()));
+    }
+
+    [Fact]
     public async Task Connection_NextResponseRepeatsAValue_PreviousStringReusedAndChangedValueRead()
     {
         await using var h = new Http1ClientHarness();

@@ -23,8 +23,8 @@ internal sealed class Http1ClientRequestBody : PipeWriter
 
     private readonly Http1ClientExchange _exchange;
     private readonly PipeWriter _output;
-    private readonly Framing _framing;
-    private readonly long _contentLength;
+    private Framing _framing;
+    private long _contentLength;
     private long _sent;
     private Memory<byte> _chunkMemory;
     private int _chunkPrefixLength;
@@ -37,6 +37,18 @@ internal sealed class Http1ClientRequestBody : PipeWriter
         _output = output;
         _framing = framing;
         _contentLength = contentLength;
+    }
+
+    /// <summary>Readies the writer for the next request of its exchange (<see cref="Http1ClientExchange.Reuse"/>).</summary>
+    public void Reuse(Framing framing, long contentLength)
+    {
+        _framing = framing;
+        _contentLength = contentLength;
+        _sent = 0;
+        _chunkMemory = default;
+        _chunkPrefixLength = 0;
+        _completed = false;
+        _lastChunkWritten = false;
     }
 
     /// <summary>True once every byte of the body (and the chunked terminator) was handed to the transport.</summary>

@@ -26,6 +26,7 @@ internal sealed class Http1ClientResponseBody : PipeReader
 {
     private readonly Http1ClientExchange _exchange;
     private readonly PipeReader _input;
+    private readonly Http1ClientOptions _options;
     private readonly Http1ClientExchange.ResponseFieldSink _trailerSink;
     private Http1ChunkedDecoder _chunked;
     private Http1BodyFraming _framing;
@@ -47,8 +48,30 @@ internal sealed class Http1ClientResponseBody : PipeReader
     {
         _exchange = exchange;
         _input = input;
+        _options = options;
         _trailerSink = new Http1ClientExchange.ResponseFieldSink(exchange.ResponseTrailers);
         _chunked = new Http1ChunkedDecoder(options.MaxResponseHeadSize, options.MaxResponseHeaderCount);
+    }
+
+    /// <summary>
+    /// Readies the reader for the next request of its exchange (<see cref="Http1ClientExchange.Reuse"/>): the last body
+    /// was read to its end, so nothing of the input is held.
+    /// </summary>
+    public void Reuse()
+    {
+        _chunked = new Http1ChunkedDecoder(_options.MaxResponseHeadSize, _options.MaxResponseHeaderCount);
+        _trailerSink.Start(_exchange.ResponseTrailers, previous: null);
+        _framing = default;
+        _remaining = 0;
+        _pending = 0;
+        _last = default;
+        _inputHeld = false;
+        _lastIsFinal = false;
+        _wantsMore = false;
+        ReturnJoined();
+        _started = false;
+        _done = false;
+        _readerCompleted = false;
     }
 
     /// <summary>Called once the final response head was parsed; the body starts at the input's next byte.</summary>
