@@ -437,7 +437,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         if (!_offerOnEventLoop)
         {
             _bodyOnEventLoop = false;
-            _ = RunHandlerAsync(null);
+            RunHandler(null);
             return;
         }
 
@@ -460,26 +460,63 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
             ThreadPool.UnsafeQueueUserWorkItem(this, preferLocal: false); // the app's handler: never on the loop
             return;
         }
-        _ = RunHandlerAsync(taken);
+        RunHandler(taken);
     }
 
     // Set when the event-loop side declined this request (the pool then runs the declined handler), reset per request.
     private bool _declined;
 
-    private async Task RunHandlerAsync(Task? started)
+    // NOTE: the handler's task is waited on with a continuation made once per pooled stream, not by an async method: a
+    // forwarded request's handler always waits (for the backend), and the async method's state-machine box was 104-140
+    // bytes of every HTTP/2 request. The tail (complete the response, tell the read loop) runs where the task completed,
+    // as an await's continuation would; only a CompleteAsync that has to wait goes through an async method.
+    private Task? _handlerTask;
+    private Action? _onHandlerCompleted;
+
+    private void RunHandler(Task? started)
     {
-        try
+        if (started is null)
         {
-            if (started is null)
+            try
             {
                 var handler = _declined ? ((IEventLoopRequestHandler)_handler).Declined : _handler;
                 _declined = false;
                 started = handler.HandleAsync(this);
             }
-            await started;
+            catch (Exception ex)
+            {
+                started = Task.FromException(ex);
+            }
+        }
+        if (started.IsCompleted)
+        {
+            OnHandlerCompleted(started);
+            return;
+        }
+        _handlerTask = started;
+        started.ConfigureAwait(false).GetAwaiter().UnsafeOnCompleted(_onHandlerCompleted ??= OnHandlerTaskCompleted);
+    }
+
+    private void OnHandlerTaskCompleted()
+    {
+        var started = _handlerTask!;
+        _handlerTask = null;
+        try
+        {
+            OnHandlerCompleted(started);
         }
         catch (Exception)
         {
+            // Runs as the completing thread's continuation (an event loop's, say): nothing may escape into it.
+            Abort((uint)Http2ErrorCode.InternalError);
+        }
+    }
+
+    private void OnHandlerCompleted(Task handler)
+    {
+        if (!handler.IsCompletedSuccessfully)
+        {
+            _ = handler.Exception; // observed: a failed handler is answered here, not left to the unobserved-task event
             if (!HasResponseStarted && !_abortRequested)
             {
                 StatusCode = 500;
@@ -491,22 +528,67 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
                 Abort((uint)Http2ErrorCode.InternalError);
             }
         }
+        ValueTask complete;
         try
         {
-            await CompleteAsync();
+            complete = CompleteAsync();
+        }
+        catch (Exception ex)
+        {
+            complete = ValueTask.FromException(ex);
+        }
+        if (!complete.IsCompleted)
+        {
+            _ = FinishAfterCompleteAsync(complete);
+            return;
+        }
+        try
+        {
+            complete.GetAwaiter().GetResult();
         }
         catch (Exception) when (!HasResponseStarted && !_abortRequested)
         {
             // The app left a field we must not send (CompleteAsync validates before starting): answer 500.
-            StatusCode = 500;
-            ResponseHeaders.Clear();
-            ResponseTrailers.Clear();
-            await CompleteOrAbortAsync();
+            _ = AnswerInternalErrorThenFinishAsync();
+            return;
         }
         catch (Exception)
         {
             Abort((uint)Http2ErrorCode.InternalError);
         }
+        FinishHandler();
+    }
+
+    private async Task FinishAfterCompleteAsync(ValueTask complete)
+    {
+        try
+        {
+            await complete;
+        }
+        catch (Exception) when (!HasResponseStarted && !_abortRequested)
+        {
+            await AnswerInternalErrorThenFinishAsync();
+            return;
+        }
+        catch (Exception)
+        {
+            Abort((uint)Http2ErrorCode.InternalError);
+        }
+        FinishHandler();
+    }
+
+    private async Task AnswerInternalErrorThenFinishAsync()
+    {
+        StatusCode = 500;
+        ResponseHeaders.Clear();
+        ResponseTrailers.Clear();
+        await CompleteOrAbortAsync();
+        FinishHandler();
+    }
+
+    /// <summary>The handler and the response are done: the stream's last touch from the handler's side.</summary>
+    private void FinishHandler()
+    {
         _requestBodyReader.Complete();
         if (CountedActive)
         {
