@@ -4,6 +4,7 @@ using Microsoft.AspNetCore.Http;
 using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.DependencyInjection;
 using Proxy.Forwarding.Tests.Infrastructure;
+using Proxy.Testing;
 
 namespace Proxy.Forwarding.Tests;
 
@@ -59,6 +60,55 @@ public class DirectPathTests
         Assert.False(response.Headers.Contains("x-pipeline"), "the direct path should have skipped the middleware");
         Assert.True(response.Headers.Date.HasValue);
         Assert.Equal("Kestrel", response.Headers.Server.ToString()); // the backend's, as on the pipeline
+    }
+
+    [Fact]
+    public async Task DestinationAtItsLimit_RequestQueuesOnTheDestinationPickedForIt()
+    {
+        // A direct request starts at once when its destination has a free slot; one whose slot is taken waits in that
+        // destination's queue. It is picked once: round robin over two destinations, the third request goes where the
+        // first still holds the only slot, and waits for it rather than being sent to the other one.
+        var held = new[] { new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously), new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously) };
+        var entered = new[] { new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously), new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously) };
+        var backends = new TestApp[2];
+        for (var i = 0; i < 2; i++)
+        {
+            var index = i;
+            backends[i] = await ProxyTestHost.StartBackendAsync(app => app.Run(async context =>
+            {
+                if (context.Request.Path == "/hold")
+                {
+                    entered[index].TrySetResult();
+                    await held[index].Task.WaitAsync(context.RequestAborted);
+                }
+                await context.Response.WriteAsync("b" + index);
+            }));
+        }
+        await using var b0 = backends[0];
+        await using var b1 = backends[1];
+        var config = new ProxyConfigDictionary().Route("r1", "c1")
+            .Destination("c1", "d1", backends[0].Url).Destination("c1", "d2", backends[1].Url)
+            .Set("Clusters:c1:LoadBalancingPolicy", "RoundRobin")
+            .Set("Clusters:c1:HttpClient:MaxConcurrentRequestsPerDestination", "1")
+            .Set("Clusters:c1:HttpClient:QueueTimeout", "00:01:00");
+        await using var proxy = await StartAsync(config);
+        using var metrics = new MetricRecorder("Proxy.Forwarding", proxy.Services.GetRequiredService<System.Diagnostics.Metrics.IMeterFactory>());
+        using var http = proxy.CreateClient();
+
+        var first = http.GetAsync("/hold");
+        var holder = await Task.WhenAny(entered[0].Task, entered[1].Task).WaitAsync(TimeSpan.FromSeconds(30)) == entered[0].Task ? 0 : 1;
+        using var second = await http.GetAsync("/x").WaitAsync(TimeSpan.FromSeconds(30));
+        var third = http.GetAsync("/x");
+        // Queued behind the holder's slot before the slot is freed, so the release cannot decide where it goes.
+        await metrics.WaitAsync("proxy.forwarding.pool.queue_length",
+            m => m.Value == 1 && m.Tag("proxy.destination") == (holder == 0 ? "d1" : "d2"), TimeSpan.FromSeconds(30));
+        held[holder].SetResult();
+
+        Assert.Equal("b" + (1 - holder), await second.Content.ReadAsStringAsync());
+        using var thirdResponse = await third.WaitAsync(TimeSpan.FromSeconds(30));
+        Assert.Equal("b" + holder, await thirdResponse.Content.ReadAsStringAsync());
+        Assert.False(thirdResponse.Headers.Contains("x-pipeline"));
+        (await first.WaitAsync(TimeSpan.FromSeconds(30))).Dispose();
     }
 
     [Fact]

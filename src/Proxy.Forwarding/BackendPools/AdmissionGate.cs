@@ -82,5 +82,8 @@ internal sealed class AdmissionGate
         }
     }
 
+    /// <summary>A slot now, or false (no waiting, no queueing): the caller then goes through <see cref="AcquireAsync"/>. True: call <see cref="Release"/>.</summary>
+    public bool TryAcquire() => _slots is null || _slots.Wait(0, CancellationToken.None);
+
     public void Release() => _slots?.Release();
 }

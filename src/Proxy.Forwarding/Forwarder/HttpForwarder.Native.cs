@@ -27,22 +27,28 @@ internal sealed partial class HttpForwarder
     /// The direct path's entry (Proxy.Relay): forwards a request that has no HttpContext through <paramref name="native"/>.
     /// The route's transformer must fill a native head (the direct path takes only such routes).
     /// </summary>
+    /// <remarks>
+    /// With <paramref name="end"/> (the endpoint handler started the request without a frame of its own) the task also runs
+    /// the handler's end of the request and the front's (<see cref="IForwardingFront.EndAsync"/>), and an exception is
+    /// the front's to answer, not the caller's.
+    /// </remarks>
     internal ValueTask<ForwarderError> SendDirectAsync<TFront>(TFront front, string destinationPrefix, ForwarderRequestConfig requestConfig,
-        HttpTransformer transformer, IForwarderClusterTransport native)
+        HttpTransformer transformer, IForwarderClusterTransport native, Routing.ForwardEnd? end = null)
         where TFront : IForwardingFront
-        => SendNativeAsync(front, destinationPrefix, httpClient: null, requestConfig, transformer, native);
+        => SendNativeAsync(front, destinationPrefix, httpClient: null, requestConfig, transformer, native, end);
 
     // NOTE: the metrics and the span are taken here rather than in a wrapper awaiting this method, as SendAsync does for
     // the HttpClient path: one async frame fewer per request, and one state-machine box fewer (about 200 bytes) kept for
     // an SSE stream's life.
     private async ValueTask<ForwarderError> SendNativeAsync<TFront>(TFront front, string destinationPrefix, HttpMessageInvoker? httpClient,
-        ForwarderRequestConfig config, HttpTransformer transformer, IForwarderClusterTransport native)
+        ForwarderRequestConfig config, HttpTransformer transformer, IForwarderClusterTransport native, Routing.ForwardEnd? end = null)
         where TFront : IForwardingFront
     {
         var proxy = front.Proxy;
         var started = metrics.RequestStarted(proxy?.ClusterId);
         var activity = front.StartActivity();
         var outcome = ForwarderError.Request;
+        Exception? failure = null;
         try
         {
             // Step 1: classify and validate, exactly as the HttpClient path does.
@@ -232,12 +238,31 @@ internal sealed partial class HttpForwarder
 
             return outcome = ForwarderError.None;
         }
+        catch (Exception ex) when (end is not null)
+        {
+            failure = ex; // the endpoint handler's rule: the front answers it (ProxyEndpointHandler.ForwardStepsAsync)
+            return outcome;
+        }
         finally
         {
             metrics.RequestEnded(started, proxy?.RouteId, proxy?.ClusterId, front.StatusCode, outcome);
             if (activity is not null)
             {
                 ForwardingTracing.Stop(activity, front.StatusCode, outcome);
+            }
+
+            // Step 11, for a request the endpoint handler started at once: the handler's end, then the front's.
+            if (end is { } handlerEnd)
+            {
+                try
+                {
+                    handlerEnd.Ended(front, outcome, ref failure);
+                }
+                catch (Exception ex)
+                {
+                    failure ??= ex;
+                }
+                await front.EndAsync(failure).ConfigureAwait(false);
             }
         }
     }

@@ -36,7 +36,66 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
     /// body limit, destination choice and admission, then the forwarder. The ASP.NET Core endpoint and the direct path
     /// (Proxy.Relay, no HttpContext) both come here.
     /// </summary>
-    internal async Task ForwardAsync<TFront>(TFront front, ReverseProxyFeature feature, RouteState route, ClusterState? cluster)
+    internal Task ForwardAsync<TFront>(TFront front, ReverseProxyFeature feature, RouteState route, ClusterState? cluster)
+        where TFront : IForwardingFront
+        => TryForwardAtOnce(front, feature, route, cluster) ?? ForwardStepsAsync(front, feature, route, cluster, picked: null);
+
+    /// <summary>
+    /// The direct path's common case: a destination picked and a slot taken without waiting, then the forwarder's own task
+    /// is the request's, and the forwarder runs this handler's end of the request (<see cref="ForwardEnd"/>). Null when
+    /// anything needs the steps below (a refusal, an admission queue, the pipeline).
+    /// </summary>
+    /// <remarks>
+    /// NOTE: the steps' async frame around the forwarder's was a state-machine box (about 250 bytes) and one more
+    /// continuation for every direct request, though nothing before the forwarder waits in the common case.
+    /// </remarks>
+    private Task? TryForwardAtOnce<TFront>(TFront front, ReverseProxyFeature feature, RouteState route, ClusterState? cluster)
+        where TFront : IForwardingFront
+    {
+        if (!front.EndsResponse || front.HttpContext is not null || cluster?.NativeTransport is not { } native || cluster.Affinity is not null
+            || forwarder is not HttpForwarder ours)
+        {
+            return null;
+        }
+        if (route.Config.MaxRequestBodySize is { } bodyLimit && !front.ApplyBodyLimit(bodyLimit))
+        {
+            return null; // refused by the steps (applying the limit again there changes nothing)
+        }
+        var available = cluster.AvailableDestinations();
+        // NOTE: context is null only on the direct path, which takes only clusters with a built-in policy (none reads it).
+        var destination = available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(null!, cluster, available);
+        if (destination is null)
+        {
+            return null;
+        }
+        var gate = destination.Gate;
+        if (!gate.TryAcquire())
+        {
+            return ForwardStepsAsync(front, feature, route, cluster, picked: destination); // queue, or refuse, with the one picked
+        }
+
+        feature.DestinationId = destination.DestinationId;
+        feature.DestinationHost = destination.Config.Host;
+        var destinationMetrics = destination.Metrics ??= metrics.ForDestination(feature.ClusterId, destination.DestinationId);
+        destination.RequestStarted();
+        destinationMetrics.RequestStarted();
+        var send = ours.SendDirectAsync(front, destination.Config.Address, ConfigOf(route, cluster), route.Transformer, native,
+            new ForwardEnd(passiveHealth, cluster, destination, destinationMetrics, gate));
+        return send.IsCompletedSuccessfully ? Task.CompletedTask : send.AsTask();
+    }
+
+    /// <summary>The cluster's own config when the route changes nothing (no copy per request).</summary>
+    private static ForwarderRequestConfig ConfigOf(RouteState route, ClusterState cluster) =>
+        route.Config.ActivityTimeout is null && route.Config.Timeout == cluster.RequestConfig.Timeout
+            ? cluster.RequestConfig
+            : cluster.RequestConfig with
+            {
+                ActivityTimeout = route.Config.ActivityTimeout ?? cluster.RequestConfig.ActivityTimeout,
+                Timeout = route.Config.Timeout,
+            };
+
+    private async Task ForwardStepsAsync<TFront>(TFront front, ReverseProxyFeature feature, RouteState route, ClusterState? cluster,
+        DestinationState? picked)
         where TFront : IForwardingFront
     {
         Exception? failure = null;
@@ -75,7 +134,7 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
             }
 
             // NOTE: context is null only on the direct path, which takes only clusters with a built-in policy (none reads it).
-            destination ??= available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(context!, cluster, available);
+            destination ??= picked ?? (available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(context!, cluster, available));
             if (destination is not null && affinity != AffinityOutcome.Found && context is not null)
             {
                 cluster.Affinity?.Affinitize(context, destination);
@@ -117,14 +176,7 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
             destinationMetrics.RequestStarted();
             try
             {
-                // The cluster's own config when the route changes nothing (no copy per request).
-                var config = route.Config.ActivityTimeout is null && route.Config.Timeout == cluster.RequestConfig.Timeout
-                    ? cluster.RequestConfig
-                    : cluster.RequestConfig with
-                    {
-                        ActivityTimeout = route.Config.ActivityTimeout ?? cluster.RequestConfig.ActivityTimeout,
-                        Timeout = route.Config.Timeout,
-                    };
+                var config = ConfigOf(route, cluster);
                 // The native transport (our own client connections) when the cluster has one; a replaced IHttpForwarder keeps its own path.
                 ForwarderError error;
                 if (context is null)
@@ -199,5 +251,42 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
 
         Log.ForwardingFailed(logger, error, feature.RouteId, feature.ClusterId, feature.DestinationId, front.StatusCode, null);
         metrics.RequestEnded(started, feature.RouteId, feature.ClusterId, front.StatusCode, error);
+    }
+}
+
+/// <summary>
+/// What <see cref="ProxyEndpointHandler"/> does once the forwarder is done with a request it started at once (the direct
+/// path): passive health, the destination's counts and its admission slot, then the front's end of the response. The
+/// forwarder runs it in its own task's last step (<see cref="HttpForwarder"/>), in the order the endpoint's steps do.
+/// </summary>
+// Immutable; used once, by the forwarded request's flow.
+internal readonly struct ForwardEnd(PassiveHealthChecker passiveHealth, ClusterState cluster, DestinationState destination, DestinationMetrics destinationMetrics,
+    AdmissionGate gate)
+{
+    /// <summary>
+    /// The forwarder returned <paramref name="error"/>, or threw <paramref name="failure"/>: records both, frees the slot, and
+    /// turns a timeout of the request timeouts middleware into the failure the front answers (as the steps do).
+    /// </summary>
+    public void Ended<TFront>(TFront front, ForwarderError error, ref Exception? failure)
+        where TFront : IForwardingFront
+    {
+        try
+        {
+            if (failure is null)
+            {
+                passiveHealth.RequestCompleted(cluster, destination, error, front.ClientDeadlineExpired);
+                if (error == ForwarderError.RequestTimedOut && !front.HasStarted && !GrpcProtocol.IsGrpc(front.RequestContentType)
+                    && front.RequestTimeout is { IsCancellationRequested: true } timedOut)
+                {
+                    failure = new OperationCanceledException("The route's request timeout expired.", timedOut);
+                }
+            }
+        }
+        finally
+        {
+            destination.RequestEnded();
+            destinationMetrics.RequestEnded();
+            gate.Release();
+        }
     }
 }
