@@ -560,6 +560,36 @@ public class Http1ClientConnectionTests
         Assert.Equal("b", heads[1].Get("x-tag"));
     }
 
+    [Fact]
+    public async Task Connection_NextResponseNamesFieldsInAnotherCaseOrOrder_NamesLowercaseAndValuesRead()
+    {
+        await using var h = new Http1ClientHarness();
+        var responses = new[]
+        {
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Tag: a\r\nContent-Length: 0\r\n\r\n",
+            // The same names in another case; a connection-specific field where the previous response had X-Tag.
+            "HTTP/1.1 200 OK\r\nCONTENT-TYPE: text/plain\r\nKeep-Alive: timeout=5\r\nx-tag: b\r\ncontent-length: 0\r\n\r\n",
+            // Another order: every field at a position the previous response gave another name.
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Tag: c\r\nContent-Type: text/html\r\n\r\n",
+        };
+        var seen = new List<string>();
+        foreach (var response in responses)
+        {
+            var exchange = await h.SendAsync(Http1ClientHarness.Get());
+            await h.RespondAsync(response);
+            await exchange.ReadResponseHeadAsync(CancellationToken.None);
+            seen.Add(string.Join(",", exchange.ResponseHeaders.Select(f => f.Key + "=" + f.Value)));
+            await exchange.DisposeAsync();
+        }
+
+        Assert.Equal(
+        [
+            "content-type=text/plain,x-tag=a,content-length=0",
+            "content-type=text/plain,x-tag=b,content-length=0",
+            "content-length=0,x-tag=c,content-type=text/html",
+        ], seen);
+    }
+
     [Theory]
     [InlineData("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")]
     [InlineData("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")]
