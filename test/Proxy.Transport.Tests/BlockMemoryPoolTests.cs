@@ -391,6 +391,80 @@ public class BlockMemoryPoolTests
     }
 
     [Fact]
+    public async Task ThreadCache_ABlockReturnedOnAThread_IsThatThreadsNextRent_OutsideTheStacks()
+    {
+        var pool = new BlockMemoryPool(1024, 1 << 20, pinned: false, smallBlockSize: 0, smallMaxRetainedBytes: 0, shards: 2, threadCache: true);
+        Assert.Equal(64, pool.ThreadBlocks); // 1 KiB blocks: 64 per thread (64 KiB)
+        // On one thread of its own (a test thread may be shared with other tests' pools; this one is not): rent, return,
+        // rent again.
+        var (first, second, retainedBetween) = await Task.Factory.StartNew(() =>
+        {
+            var a = pool.Rent();
+            var array = GetArray(a.Memory);
+            a.Dispose();
+            var retained = pool.RetainedBlocks; // kept by the thread, not in the shared stacks
+            var b = pool.Rent();
+            return (array, GetArray(b.Memory), retained);
+        }, CancellationToken.None, TaskCreationOptions.LongRunning, TaskScheduler.Default).WaitAsync(Net.Patience);
+
+        Assert.Same(first, second);
+        Assert.Equal(0, retainedBetween);
+    }
+
+    [Fact]
+    public async Task ThreadCache_MoreReturnsThanItHolds_TheRestGoToTheStacks()
+    {
+        var pool = new BlockMemoryPool(16 * 1024, 1 << 24, pinned: false, smallBlockSize: 0, smallMaxRetainedBytes: 0, shards: 2, threadCache: true);
+        var retained = await Task.Factory.StartNew(() =>
+        {
+            var blocks = Enumerable.Range(0, 10).Select(_ => pool.Rent()).ToList();
+            blocks.ForEach(b => b.Dispose());
+            return pool.RetainedBlocks;
+        }, CancellationToken.None, TaskCreationOptions.LongRunning, TaskScheduler.Default).WaitAsync(Net.Patience);
+
+        Assert.Equal(4, pool.ThreadBlocks); // 16 KiB blocks: 4 per thread (64 KiB)
+        Assert.Equal(6, retained);           // the other six are shared, bounded and trimmed as before
+        Assert.Equal(1, new BlockMemoryPool(64 * 1024, 1 << 24, pinned: false, 0, 0, shards: 1, threadCache: true).ThreadBlocks);
+        Assert.Equal(0, new BlockMemoryPool().ThreadBlocks);
+    }
+
+    [Fact]
+    public async Task ThreadCache_ManyThreads_NoBlockSharedBetweenRenters()
+    {
+        var pool = new BlockMemoryPool(64, 1 << 20, pinned: false, smallBlockSize: 0, smallMaxRetainedBytes: 0, shards: 2, threadCache: true);
+        var failures = 0;
+        await Task.WhenAll(Enumerable.Range(0, 4).Select(worker => Task.Run(() =>
+        {
+            var held = new List<IMemoryOwner<byte>>();
+            for (var i = 0; i < 20_000; i++)
+            {
+                // Blocks rented here are returned here or, every third one, by another thread.
+                var block = pool.Rent();
+                block.Memory.Span.Fill((byte)worker);
+                held.Add(block);
+                if (held.Count == 3)
+                {
+                    foreach (var b in held)
+                    {
+                        if (b.Memory.Span.IndexOfAnyExcept((byte)worker) >= 0)
+                        {
+                            Interlocked.Increment(ref failures);
+                        }
+                    }
+                    var last = held[2];
+                    held[0].Dispose();
+                    held[1].Dispose();
+                    held.Clear();
+                    ThreadPool.UnsafeQueueUserWorkItem(static b => b.Dispose(), last, preferLocal: false);
+                }
+            }
+            held.ForEach(b => b.Dispose());
+        }))).WaitAsync(Net.Patience);
+
+        Assert.Equal(0, failures);
+    }
+
+    [Fact]
     public void SharedPools_OneShardPerProcessor()
     {
         var expected = Math.Clamp(Environment.ProcessorCount, 1, 64);
@@ -399,6 +473,9 @@ public class BlockMemoryPoolTests
         Assert.Equal(expected, BlockMemoryPool.TlsOutputDefault.Shards);
         Assert.Equal(expected, BlockMemoryPool.InputDefault.Shards);
         Assert.Equal(1, new BlockMemoryPool().Shards); // a pool of one's own keeps the exact order
+        Assert.Equal(4, BlockMemoryPool.Default.ThreadBlocks);         // 16 KiB blocks
+        Assert.Equal(4, BlockMemoryPool.StreamDefault.ThreadBlocks);   // 16 KiB bulk blocks
+        Assert.Equal(1, BlockMemoryPool.InputDefault.ThreadBlocks); // 64 KiB blocks: one per thread
     }
 
     [Fact]
