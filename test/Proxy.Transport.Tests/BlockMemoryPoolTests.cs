@@ -140,10 +140,12 @@ public class BlockMemoryPoolTests
         await pipe.Reader.CompleteAsync();
     }
 
-    [Fact]
-    public async Task RentAndDispose_ManyThreads_NoBlockSharedBetweenRenters()
+    [Theory]
+    [InlineData(1)]
+    [InlineData(2)] // sharded: a thread's home stack is its processor's, which may change between its calls
+    public async Task RentAndDispose_ManyThreads_NoBlockSharedBetweenRenters(int shards)
     {
-        var pool = new BlockMemoryPool(blockSize: 64);
+        var pool = new BlockMemoryPool(64, 1 << 20, pinned: false, smallBlockSize: 0, smallMaxRetainedBytes: 0, shards: shards);
         var failures = 0;
         await Task.WhenAll(Enumerable.Range(0, 4).Select(worker => Task.Run(() =>
         {
@@ -365,29 +367,6 @@ public class BlockMemoryPoolTests
         Assert.Equal(0, pool.TrimIdle()); // a period starts
         Assert.Equal(16, pool.TrimIdle()); // nobody rented in it: every shard of both sizes freed
         Assert.Equal(0, pool.RetainedBlocks);
-    }
-
-    [Fact]
-    public async Task Sharded_ManyThreads_NoBlockSharedBetweenRenters()
-    {
-        var pool = new BlockMemoryPool(64, 1 << 20, pinned: false, smallBlockSize: 0, smallMaxRetainedBytes: 0, shards: 2);
-        var failures = 0;
-        await Task.WhenAll(Enumerable.Range(0, 4).Select(worker => Task.Run(() =>
-        {
-            for (var i = 0; i < 20_000; i++)
-            {
-                using var block = pool.Rent();
-                var span = block.Memory.Span;
-                span.Fill((byte)worker);
-                if (span.IndexOfAnyExcept((byte)worker) >= 0)
-                {
-                    Interlocked.Increment(ref failures);
-                }
-            }
-        }))).WaitAsync(Net.Patience);
-
-        Assert.Equal(0, failures);
-        Assert.InRange(pool.RetainedBlocks, 1, 4);
     }
 
     [Fact]
