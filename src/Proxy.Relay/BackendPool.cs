@@ -599,6 +599,11 @@ internal sealed class BackendPool : IAsyncDisposable
             {
                 _idleHttp1.Push(keep[i], keep[i].Transport.Loop);
             }
+            if (keep.Count > 0)
+            {
+                // A request at MaxConnectionsPerServer that looked while the stack was taken apart waits for a change.
+                OnStateChanged();
+            }
         }
         foreach (var pooled in _http2)
         {

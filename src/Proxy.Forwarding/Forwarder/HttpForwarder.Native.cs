@@ -46,11 +46,14 @@ internal sealed partial class HttpForwarder
     {
         var proxy = front.Proxy;
         var started = metrics.RequestStarted(proxy?.ClusterId);
-        var activity = front.StartActivity();
+        System.Diagnostics.Activity? activity = null;
         var outcome = ForwarderError.Request;
         Exception? failure = null;
         try
         {
+            // In the try: an ActivityListener's callback runs in it, and what it throws must still end the request below.
+            activity = front.StartActivity();
+
             // Step 1: classify and validate, exactly as the HttpClient path does.
             var (isGrpc, deadline, deadlineFromClient) = Classify(front, config);
             if (await RejectMalformedAsync(front).ConfigureAwait(false))
@@ -245,24 +248,33 @@ internal sealed partial class HttpForwarder
         }
         finally
         {
-            metrics.RequestEnded(started, proxy?.RouteId, proxy?.ClusterId, front.StatusCode, outcome);
-            if (activity is not null)
+            try
             {
-                ForwardingTracing.Stop(activity, front.StatusCode, outcome);
+                metrics.RequestEnded(started, proxy?.RouteId, proxy?.ClusterId, front.StatusCode, outcome);
+                if (activity is not null)
+                {
+                    ForwardingTracing.Stop(activity, front.StatusCode, outcome);
+                }
             }
-
-            // Step 11, for a request the endpoint handler started at once: the handler's end, then the front's.
-            if (end is { } handlerEnd)
+            catch (Exception ex) when (end is not null)
             {
-                try
+                failure ??= ex; // a listener's callback threw: the request still ends below
+            }
+            finally
+            {
+                // Step 11, for a request the endpoint handler started at once: the handler's end, then the front's.
+                if (end is { } handlerEnd)
                 {
-                    handlerEnd.Ended(front, outcome, ref failure);
+                    try
+                    {
+                        handlerEnd.Ended(front, outcome, ref failure);
+                    }
+                    catch (Exception ex)
+                    {
+                        failure ??= ex;
+                    }
+                    await front.EndAsync(failure).ConfigureAwait(false);
                 }
-                catch (Exception ex)
-                {
-                    failure ??= ex;
-                }
-                await front.EndAsync(failure).ConfigureAwait(false);
             }
         }
     }

@@ -57,31 +57,48 @@ internal sealed class ProxyEndpointHandler(ProxyStateManager manager, IHttpForwa
         {
             return null;
         }
-        if (route.Config.MaxRequestBodySize is { } bodyLimit && !front.ApplyBodyLimit(bodyLimit))
+        AdmissionGate? taken = null;
+        DestinationState? started = null;
+        DestinationMetrics? counted = null;
+        try
         {
-            return null; // refused by the steps (applying the limit again there changes nothing)
-        }
-        var available = cluster.AvailableDestinations();
-        // NOTE: context is null only on the direct path, which takes only clusters with a built-in policy (none reads it).
-        var destination = available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(null!, cluster, available);
-        if (destination is null)
-        {
-            return null;
-        }
-        var gate = destination.Gate;
-        if (!gate.TryAcquire())
-        {
-            return ForwardStepsAsync(front, feature, route, cluster, picked: destination); // queue, or refuse, with the one picked
-        }
+            if (route.Config.MaxRequestBodySize is { } bodyLimit && !front.ApplyBodyLimit(bodyLimit))
+            {
+                return null; // refused by the steps (applying the limit again there changes nothing)
+            }
+            var available = cluster.AvailableDestinations();
+            // NOTE: context is null only on the direct path, which takes only clusters with a built-in policy (none reads it).
+            var destination = available.Count == 0 ? null : cluster.LoadBalancer.PickDestination(null!, cluster, available);
+            if (destination is null)
+            {
+                return null;
+            }
+            var gate = destination.Gate;
+            if (!gate.TryAcquire())
+            {
+                return ForwardStepsAsync(front, feature, route, cluster, picked: destination); // queue, or refuse, with the one picked
+            }
+            taken = gate;
 
-        feature.DestinationId = destination.DestinationId;
-        feature.DestinationHost = destination.Config.Host;
-        var destinationMetrics = destination.Metrics ??= metrics.ForDestination(feature.ClusterId, destination.DestinationId);
-        destination.RequestStarted();
-        destinationMetrics.RequestStarted();
-        var send = ours.SendDirectAsync(front, destination.Config.Address, ConfigOf(route, cluster), route.Transformer, native,
-            new ForwardEnd(passiveHealth, cluster, destination, destinationMetrics, gate));
-        return send.IsCompletedSuccessfully ? Task.CompletedTask : send.AsTask();
+            feature.DestinationId = destination.DestinationId;
+            feature.DestinationHost = destination.Config.Host;
+            var destinationMetrics = destination.Metrics ??= metrics.ForDestination(feature.ClusterId, destination.DestinationId);
+            destination.RequestStarted();
+            started = destination;
+            destinationMetrics.RequestStarted();
+            counted = destinationMetrics;
+            var send = ours.SendDirectAsync(front, destination.Config.Address, ConfigOf(route, cluster), route.Transformer, native,
+                new ForwardEnd(passiveHealth, cluster, destination, destinationMetrics, gate));
+            return send.IsCompletedSuccessfully ? Task.CompletedTask : send.AsTask();
+        }
+        catch (Exception ex)
+        {
+            // As the steps do when something before the forwarder throws: what was taken is given back, the front answers.
+            started?.RequestEnded();
+            counted?.RequestEnded();
+            taken?.Release();
+            return front.EndAsync(ex).AsTask();
+        }
     }
 
     /// <summary>The cluster's own config when the route changes nothing (no copy per request).</summary>

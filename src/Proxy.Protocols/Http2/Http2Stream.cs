@@ -488,9 +488,10 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
                 started = Task.FromException(ex);
             }
         }
+        started ??= Task.FromException(new InvalidOperationException("The request handler returned no task."));
         if (started.IsCompleted)
         {
-            OnHandlerCompleted(started);
+            CompleteHandler(started);
             return;
         }
         _handlerTask = started;
@@ -501,13 +502,19 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     {
         var started = _handlerTask!;
         _handlerTask = null;
+        CompleteHandler(started);
+    }
+
+    private void CompleteHandler(Task started)
+    {
         try
         {
             OnHandlerCompleted(started);
         }
         catch (Exception)
         {
-            // Runs as the completing thread's continuation (an event loop's, say): nothing may escape into it.
+            // Runs on the read loop's thread, the pool's, or as the completing thread's continuation (an event loop's):
+            // nothing may escape into it.
             Abort((uint)Http2ErrorCode.InternalError);
         }
     }

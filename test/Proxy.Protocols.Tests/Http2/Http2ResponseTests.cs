@@ -190,6 +190,31 @@ public class Http2ResponseShapeTests
     }
 
     [Fact]
+    public async Task Handler_ReturnsNoTask_Responds500AndTheConnectionCarriesOn()
+    {
+        var calls = 0;
+        await using var peer = await Http2TestPeer.StartAsync(exchange =>
+        {
+            if (Interlocked.Increment(ref calls) == 1)
+            {
+                return null!; // a broken handler: no task to wait for
+            }
+            exchange.StatusCode = 204;
+            return Task.CompletedTask;
+        });
+        await peer.HandshakeAsync();
+        await peer.SendRequestHeadersAsync(1);
+
+        var first = await peer.ExpectHeadersAsync(1);
+        await peer.SendRequestHeadersAsync(3);
+        var second = await peer.ExpectHeadersAsync(3);
+
+        Assert.Equal("500", first[":status"]);
+        Assert.True(first.EndStream);
+        Assert.Equal("204", second[":status"]);
+    }
+
+    [Fact]
     public async Task Handler_ThrowsAfterResponseStarted_ResetsWithInternalError()
     {
         var headersSeen = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
