@@ -172,17 +172,14 @@ public sealed class Http1ClientConnection : IAsyncDisposable
             }
             _current = null;
             reusable &= !_closed;
-        }
-        if (reusable)
-        {
-            lock (_lock)
+            if (reusable)
             {
                 _spareFields = PreviousResponseFields;
                 PreviousResponseFields = exchange.ResponseHeaders;
                 _spare = exchange;
             }
         }
-        else
+        if (!reusable)
         {
             Close();
         }

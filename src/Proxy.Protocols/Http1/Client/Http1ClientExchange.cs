@@ -433,17 +433,19 @@ internal sealed class Http1ClientExchange : BackendExchange, IValueTaskSource
     /// connection-specific fields dropped (RFC 9110 §7.6.1: a proxy "MUST remove" Connection, the fields it names, and
     /// the other hop-by-hop fields before forwarding).
     /// </summary>
-    /// <param name="target">Where the fields go.</param>
-    /// <param name="previous">The previous response's fields on this connection: a backend answers with the same fields
-    /// in the same order (Date, Content-Type, Server...), so an equal value reuses that string instead of a new one.</param>
+    /// <param name="target">Where the fields go (a head's sink is pointed at each response's list by <see cref="Start"/>).</param>
     // Owned by the response side of one exchange.
-    internal sealed class ResponseFieldSink(HttpHeaderList target, HttpHeaderList? previous = null) : IHttp1ResponseSink
+    internal sealed class ResponseFieldSink(HttpHeaderList target) : IHttp1ResponseSink
     {
         private HttpHeaderList _target = target;
-        private HttpHeaderList? _previous = previous;
+        private HttpHeaderList? _previous;
         private List<string>? _connectionOptions;
 
-        /// <summary>Starts a new head into <paramref name="target"/> (the sink is kept with its exchange).</summary>
+        /// <summary>
+        /// Starts a new head into <paramref name="target"/> (the sink is kept with its exchange). <paramref name="previous"/>:
+        /// the previous response's fields on this connection; a backend answers with the same fields in the same order
+        /// (Date, Content-Type, Server...), so a field equal to the one at its position reuses its strings.
+        /// </summary>
         public void Start(HttpHeaderList target, HttpHeaderList? previous)
         {
             _target = target;

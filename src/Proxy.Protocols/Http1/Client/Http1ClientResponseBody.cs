@@ -60,7 +60,7 @@ internal sealed class Http1ClientResponseBody : PipeReader
     public void Reuse()
     {
         _chunked = new Http1ChunkedDecoder(_options.MaxResponseHeadSize, _options.MaxResponseHeaderCount);
-        _trailerSink.Start(_exchange.ResponseTrailers, previous: null);
+        _trailerSink.Reset(); // its list is the exchange's trailers, cleared by the exchange
         _framing = default;
         _remaining = 0;
         _pending = 0;
