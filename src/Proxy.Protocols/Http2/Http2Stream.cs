@@ -1,3 +1,4 @@
+using Proxy.Protocols.Pipelines;
 using Proxy.Codecs.Http2;
 
 namespace Proxy.Protocols.Http2;
@@ -16,9 +17,9 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
     // Created by the read loop for the first request of this (pooled) stream that has a body, before its dispatch; a
     // request that ends with its headers (a GET, an SSE subscription) reads an empty body and needs none (about 420 bytes
     // per open stream). _requestPipeInUse: this request's body is in it (read loop writes, before dispatch).
-    private Pipe? _requestPipe;
+    private SpscPipe? _requestPipe;
     private bool _requestPipeInUse;
-    private readonly Pipe _responsePipe;
+    private readonly SpscPipe _responsePipe;
     private readonly RequestBodyReader _requestBodyReader;
     private readonly ResponseBodyWriter _responseBodyWriter;
 
@@ -30,7 +31,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         Protocol = "HTTP/2";
         _initialReceiveWindow = initialReceiveWindow;
         _window = new ReceiveWindow(initialReceiveWindow);
-        _responsePipe = new Pipe(connection.ResponsePipeOptions);
+        _responsePipe = new SpscPipe(connection.ResponsePipeOptions);
         _requestBodyReader = new RequestBodyReader(this);
         _responseBodyWriter = new ResponseBodyWriter(this, _responsePipe.Writer);
     }
@@ -156,7 +157,7 @@ internal sealed partial class Http2Stream : HttpExchange, IThreadPoolWorkItem, I
         }
         else
         {
-            _requestPipe ??= new Pipe(_connection.HandlerTakesEventLoop
+            _requestPipe ??= new SpscPipe(_connection.HandlerTakesEventLoop
                 ? CreateRequestPipeOptions(_connection.Options, new BodyReaderScheduler(this, _connection.Scheduler)) // kept with the pooled stream
                 : _connection.RequestPipeOptions);
             _requestPipeInUse = true;

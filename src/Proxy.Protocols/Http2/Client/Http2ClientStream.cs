@@ -1,3 +1,4 @@
+using Proxy.Protocols.Pipelines;
 using System.Globalization;
 using System.Runtime.CompilerServices;
 using System.Threading.Tasks.Sources;
@@ -23,9 +24,9 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
     // NOTE: made for the first life whose request has a body, then kept by the pooled stream; a request without one
     // (GET, an SSE subscription) never makes it: HEADERS carries END_STREAM and nothing else is sent, so such a stream
     // does not hold a pipe and its writer for its whole life (about 450 bytes per relayed stream).
-    private Pipe? _requestPipe;
+    private SpscPipe? _requestPipe;
     private RequestBodyWriter? _requestWriter;
-    private Pipe _responsePipe;
+    private SpscPipe _responsePipe;
     // Which reader scheduler the response pipe was made with (a life that continues on the event loop needs that one).
     private bool _responsePipeOnEventLoop;
     private readonly ResponseBodyReader _responseReader;
@@ -57,7 +58,7 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
     public Http2ClientStream(Http2ClientConnection connection)
     {
         _connection = connection;
-        _responsePipe = new Pipe(connection.ResponsePipeOptions);
+        _responsePipe = new SpscPipe(connection.ResponsePipeOptions);
         _responseReader = new ResponseBodyReader(this);
     }
 
@@ -70,12 +71,12 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
         _onEventLoop = request.ContinueOnEventLoop && _connection.Scheduler.HasEventLoop;
         if (_onEventLoop != _responsePipeOnEventLoop)
         {
-            _responsePipe = new Pipe(_onEventLoop ? _connection.ResponsePipeOptionsOnEventLoop : _connection.ResponsePipeOptions);
+            _responsePipe = new SpscPipe(_onEventLoop ? _connection.ResponsePipeOptionsOnEventLoop : _connection.ResponsePipeOptions);
             _responsePipeOnEventLoop = _onEventLoop;
         }
         if (request.HasBody && _requestPipe is null)
         {
-            _requestPipe = new Pipe(_connection.RequestPipeOptions);
+            _requestPipe = new SpscPipe(_connection.RequestPipeOptions);
             _requestWriter = new RequestBodyWriter(this, _requestPipe.Writer);
         }
         HasRequestBody = request.HasBody;

@@ -1,0 +1,213 @@
+using System.Buffers;
+using System.IO.Pipelines;
+using System.Threading.Tasks.Sources;
+
+namespace Proxy.Protocols.Pipelines;
+
+// The writer's side: its methods run on the writer (CancelPendingFlush on any thread).
+public sealed partial class SpscPipe
+{
+    private bool _writerDone;
+    // Published by the reader's completion (Interlocked.Or on _flags), read by the writer after it saw the flag.
+    private Exception? _readerError;
+
+    /// <summary>A waiting writer resumes below this many unconsumed bytes (at least 1: an empty pipe always resumes it).</summary>
+    private long ResumeThreshold => Math.Max(1, _resumeWriterThreshold);
+
+    private Memory<byte> GetMemoryCore(int sizeHint)
+    {
+        if (_writerDone)
+        {
+            throw new InvalidOperationException("Writing is not allowed after the writer was completed.");
+        }
+        ArgumentOutOfRangeException.ThrowIfNegative(sizeHint);
+        var tail = _tail;
+        if (tail is not null && tail.Block.Length - tail.Written >= Math.Max(1, sizeHint))
+        {
+            return tail.Block[tail.Written..];
+        }
+        return AppendSegment(tail, sizeHint).Block;
+    }
+
+    private Segment AppendSegment(Segment? tail, int sizeHint)
+    {
+        var size = Math.Max(_minimumSegmentSize, sizeHint);
+        var segment = TakeSegment();
+        var runningIndex = tail is null ? 0 : tail.RunningIndex + tail.Written;
+        if (_pool is not null && size <= _maxPooledSize)
+        {
+            segment.Take(_pool.Rent(size), runningIndex);
+        }
+        else
+        {
+            segment.Take(ArrayPool<byte>.Shared.Rent(size), runningIndex);
+        }
+        if (tail is null)
+        {
+            _first = segment; // volatile: before any byte of it is committed
+        }
+        else
+        {
+            tail.Link(segment);
+        }
+        _tail = segment;
+        return segment;
+    }
+
+    private void AdvanceCore(int bytes)
+    {
+        var tail = _tail;
+        if (bytes == 0)
+        {
+            return;
+        }
+        if (tail is null || (uint)bytes > (uint)(tail.Block.Length - tail.Written))
+        {
+            throw new ArgumentOutOfRangeException(nameof(bytes), "Advance was called for more bytes than GetMemory or GetSpan returned.");
+        }
+        if (IsSet(ReaderCompleted))
+        {
+            return; // nobody will read them: the space is written over by the next write, as Pipe drops them
+        }
+        tail.Written += bytes;
+        _unflushed += bytes;
+    }
+
+    /// <summary>Makes the written bytes readable and wakes a waiting reader.</summary>
+    private void Commit()
+    {
+        if (_unflushed == 0)
+        {
+            return;
+        }
+        _writerCommitted += _unflushed;
+        _unflushed = 0;
+        Interlocked.Exchange(ref _committed, _writerCommitted); // a full fence before the reader's waiter is looked at
+        if (_reader.Waiter.IsWaiting)
+        {
+            _reader.Waiter.Signal(_readerScheduler);
+        }
+    }
+
+    private ValueTask<FlushResult> FlushAsyncCore(CancellationToken cancellationToken)
+    {
+        if (_writerDone)
+        {
+            throw new InvalidOperationException("Writing is not allowed after the writer was completed.");
+        }
+        Commit();
+        if (cancellationToken.IsCancellationRequested)
+        {
+            return ValueTask.FromCanceled<FlushResult>(cancellationToken);
+        }
+        if (IsSet(ReaderCompleted | FlushCanceled) || !MustWait())
+        {
+            return new ValueTask<FlushResult>(GetFlushResult());
+        }
+        var version = _writer.Waiter.Begin(cancellationToken);
+        if (FlushReady() && _writer.Waiter.TryAbandon())
+        {
+            return new ValueTask<FlushResult>(GetFlushResult());
+        }
+        _writer.Waiter.Register(this, static s => ((SpscPipe)s!)._writer.Waiter.OnTokenCanceled(((SpscPipe)s!)._writerScheduler));
+        return new ValueTask<FlushResult>(_writer, version);
+    }
+
+    /// <summary>A flush waits when the unconsumed bytes reached the pause threshold.</summary>
+    private bool MustWait() => _pauseWriterThreshold > 0 && _writerCommitted - Volatile.Read(ref _examinedShared) >= _pauseWriterThreshold;
+
+    /// <summary>A waiting flush may complete: the reader went below the resume threshold, completed, or a cancel came.</summary>
+    private bool FlushReady()
+        => IsSet(ReaderCompleted | FlushCanceled) || _writerCommitted - Volatile.Read(ref _examinedShared) < ResumeThreshold;
+
+    private FlushResult GetFlushResult()
+    {
+        var canceled = TakeFlag(FlushCanceled);
+        var completed = IsSet(ReaderCompleted);
+        if (completed && _readerError is { } error)
+        {
+            Rethrow(error);
+        }
+        return new FlushResult(canceled, completed);
+    }
+
+    private void CompleteWriter(Exception? exception)
+    {
+        if (_writerDone)
+        {
+            return;
+        }
+        _writerDone = true;
+        _writerError = exception;
+        Commit();
+        var before = SetFlag(WriterCompleted); // publishes the error and the last commit
+        _reader.Waiter.Signal(_readerScheduler);
+        OnEndCompleted(before, ReaderCompleted);
+    }
+
+    private void CancelPendingFlushCore()
+    {
+        SetFlag(FlushCanceled);
+        _writer.Waiter.Signal(_writerScheduler);
+    }
+
+    private sealed class SpscPipeWriter(SpscPipe pipe) : PipeWriter, IValueTaskSource<FlushResult>
+    {
+        public Waiter Waiter;
+
+        public void ResetWaiter()
+        {
+            Waiter.Reset();
+            pipe._writerDone = false;
+        }
+
+        public override Memory<byte> GetMemory(int sizeHint = 0) => pipe.GetMemoryCore(sizeHint);
+
+        public override Span<byte> GetSpan(int sizeHint = 0) => pipe.GetMemoryCore(sizeHint).Span;
+
+        public override void Advance(int bytes) => pipe.AdvanceCore(bytes);
+
+        public override ValueTask<FlushResult> FlushAsync(CancellationToken cancellationToken = default) => pipe.FlushAsyncCore(cancellationToken);
+
+        public override void CancelPendingFlush() => pipe.CancelPendingFlushCore();
+
+        public override void Complete(Exception? exception = null) => pipe.CompleteWriter(exception);
+
+        public override bool CanGetUnflushedBytes => true;
+
+        public override long UnflushedBytes => pipe._unflushed;
+
+        public ValueTaskSourceStatus GetStatus(short token)
+        {
+            Waiter.Check(token);
+            if (!Waiter.IsSignaled)
+            {
+                return ValueTaskSourceStatus.Pending;
+            }
+            if (Waiter.TokenCanceled)
+            {
+                return ValueTaskSourceStatus.Canceled;
+            }
+            return pipe.IsSet(ReaderCompleted) && pipe._readerError is not null ? ValueTaskSourceStatus.Faulted : ValueTaskSourceStatus.Succeeded;
+        }
+
+        public void OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags)
+        {
+            Waiter.Check(token);
+            Waiter.OnCompleted(continuation, state, flags, pipe._writerScheduler);
+        }
+
+        public FlushResult GetResult(short token)
+        {
+            Waiter.Check(token);
+            var canceled = Waiter.TokenCanceled;
+            var cancellationToken = Waiter.CancellationToken;
+            Waiter.End();
+            if (canceled)
+            {
+                throw new OperationCanceledException(cancellationToken);
+            }
+            return pipe.GetFlushResult();
+        }
+    }
+}
