@@ -14,6 +14,7 @@ public sealed class PackageConsumptionTest
     private static readonly string[] PackedProjects =
     [
         "src/Proxy.Codecs/Proxy.Codecs.csproj",
+        "src/Proxy.Buffers/Proxy.Buffers.csproj",
         "src/Proxy.Protocols/Proxy.Protocols.csproj",
         "src/Proxy.Transport/Proxy.Transport.csproj",
         "src/Proxy.Server/Proxy.Server.csproj",
@@ -29,7 +30,7 @@ public sealed class PackageConsumptionTest
         var consumer = Path.Combine(temp.Path, "consumer");
         Directory.CreateDirectory(consumer);
 
-        // Step 1: pack the five projects in one build (a solution filter), outputs under temp, not the repo.
+        // Step 1: pack the six projects in one build (a solution filter), outputs under temp, not the repo.
         var filter = temp.Write("packages.slnf", $$"""
             { "solution": { "path": "{{Path.Combine(repo, "Proxy.sln").Replace("\\", "\\\\")}}",
                 "projects": [ {{string.Join(", ", PackedProjects.Select(p => $"\"{p}\""))}} ] } }
@@ -37,7 +38,7 @@ public sealed class PackageConsumptionTest
         var pack = await RunAsync(repo, null, TimeSpan.FromMinutes(4),
             "pack", filter, "-o", feed, "--artifacts-path", Path.Combine(temp.Path, "artifacts"), "-p:Version=0.0.1-test");
         Assert.True(pack.ExitCode == 0, pack.Output);
-        foreach (var id in new[] { "Proxy.Server", "Proxy.Forwarding", "Proxy.Protocols", "Proxy.Transport", "Proxy.Codecs" })
+        foreach (var id in new[] { "Proxy.Server", "Proxy.Forwarding", "Proxy.Protocols", "Proxy.Transport", "Proxy.Codecs", "Proxy.Buffers" })
         {
             Assert.True(File.Exists(Path.Combine(feed, $"{id}.0.0.1-test.nupkg")), $"{id} was not packed:\n{pack.Output}");
         }

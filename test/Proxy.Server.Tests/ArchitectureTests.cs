@@ -4,7 +4,7 @@ namespace Proxy.Server.Tests;
 
 /// <summary>
 /// Keeps the layer rules of shared/design/ARCHITECTURE.md true: arrows only point down
-/// (Server -> Protocols, Transport; Protocols -> Codecs), and the lower layers stay free of ASP.NET.
+/// (Server -> Protocols, Transport; Protocols -> Codecs, Buffers; Transport -> Buffers), and the lower layers stay free of ASP.NET.
 /// </summary>
 public class ArchitectureTests
 {
@@ -25,10 +25,21 @@ public class ArchitectureTests
     }
 
     [Fact]
+    public void Buffers_ReferencesNoOtherProjectAndNoAspNet()
+    {
+        var references = ReferencedAssemblies("Proxy.Buffers");
+        Assert.DoesNotContain(references, r => r.StartsWith("Proxy.", StringComparison.Ordinal));
+        Assert.DoesNotContain(references, r => r.StartsWith("Microsoft.AspNetCore", StringComparison.Ordinal));
+        Assert.DoesNotContain(references, r => r.StartsWith("Microsoft.Extensions", StringComparison.Ordinal));
+        Assert.DoesNotContain("System.Net.Sockets", references);
+    }
+
+    [Fact]
     public void Protocols_ReferencesCodecsButNoHostOrTransport()
     {
         var references = ReferencedAssemblies("Proxy.Protocols");
         Assert.Contains("Proxy.Codecs", references);
+        Assert.Contains("Proxy.Buffers", references); // the stream pipes
         Assert.DoesNotContain(references, r => r is "Proxy.Server" or "Proxy.Transport" or "Proxy.Forwarding");
         Assert.DoesNotContain(references, r => r.StartsWith("Microsoft.AspNetCore", StringComparison.Ordinal));
     }
@@ -38,6 +49,7 @@ public class ArchitectureTests
     {
         var references = ReferencedAssemblies("Proxy.Transport");
         Assert.DoesNotContain(references, r => r is "Proxy.Server" or "Proxy.Protocols" or "Proxy.Codecs" or "Proxy.Forwarding");
+        Assert.Contains("Proxy.Buffers", references); // the socket pipes
     }
 
     [Fact]

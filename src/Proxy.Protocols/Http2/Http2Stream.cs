@@ -1,4 +1,4 @@
-using Proxy.Protocols.Pipelines;
+using Proxy.Buffers;
 using Proxy.Codecs.Http2;
 
 namespace Proxy.Protocols.Http2;

@@ -1,4 +1,4 @@
-using Proxy.Protocols.Pipelines;
+using Proxy.Buffers;
 using System.Globalization;
 using System.Runtime.CompilerServices;
 using System.Threading.Tasks.Sources;

@@ -2,7 +2,7 @@ using System.Buffers;
 using System.IO.Pipelines;
 using System.Threading.Tasks.Sources;
 
-namespace Proxy.Protocols.Pipelines;
+namespace Proxy.Buffers;
 
 // The writer's side: its methods run on the writer (CancelPendingFlush on any thread).
 public sealed partial class SpscPipe

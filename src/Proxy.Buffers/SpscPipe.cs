@@ -2,7 +2,7 @@ using System.Buffers;
 using System.IO.Pipelines;
 using System.Runtime.ExceptionServices;
 
-namespace Proxy.Protocols.Pipelines;
+namespace Proxy.Buffers;
 
 // Thread-safe for one writer and one reader: each end is used by one party at a time (its thread may change between
 // calls, as an async method's does), and the two ends run at once. CancelPendingRead, CancelPendingFlush and either

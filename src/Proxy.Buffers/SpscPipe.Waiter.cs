@@ -1,7 +1,7 @@
 using System.IO.Pipelines;
 using System.Threading.Tasks.Sources;
 
-namespace Proxy.Protocols.Pipelines;
+namespace Proxy.Buffers;
 
 public sealed partial class SpscPipe
 {

@@ -1,8 +1,8 @@
 using System.Buffers;
 using System.IO.Pipelines;
-using Proxy.Protocols.Pipelines;
+using Proxy.Buffers;
 
-namespace Proxy.Protocols.Tests;
+namespace Proxy.Buffers.Tests;
 
 public class SpscPipeTests
 {

@@ -2,7 +2,7 @@ using System.Buffers;
 using System.IO.Pipelines;
 using System.Threading.Tasks.Sources;
 
-namespace Proxy.Protocols.Pipelines;
+namespace Proxy.Buffers;
 
 // The reader's side: its methods run on the reader (CancelPendingRead on any thread).
 public sealed partial class SpscPipe
