@@ -82,6 +82,16 @@ public sealed partial class SpscPipe
             _head = head;
             _headIndex = 0;
         }
+        // A block read to its end that the writer has left goes back now: the buffer starts in the next one (a send of one
+        // segment is one send(2), not a sendmsg(2) with an empty first buffer).
+        while (head.NextSegment is { } following && _headIndex == head.Memory.Length)
+        {
+            head.Release();
+            KeepSpare(head);
+            head = following;
+            _head = head;
+            _headIndex = 0;
+        }
         var end = head;
         while (true)
         {
@@ -121,6 +131,7 @@ public sealed partial class SpscPipe
             return;
         }
         _consumed = consumedAt;
+        Volatile.Write(ref _consumedShared, consumedAt);
 
         // Blocks wholly before the consumed position go back to the pool.
         var target = (Segment)consumed.GetObject()!;

@@ -22,10 +22,13 @@ public sealed partial class SpscPipe
         }
         ArgumentOutOfRangeException.ThrowIfNegative(sizeHint);
         var tail = _tail;
-        if (tail is not null && tail.Block.Length - tail.Written >= Math.Max(1, sizeHint))
+        if (tail is not null && tail.Block.Length - tail.Written >= Math.Max(1, sizeHint)
+            && (_unflushed > 0 || tail.Written == 0 || Volatile.Read(ref _consumedShared) != _writerCommitted))
         {
             return tail.Block[tail.Written..];
         }
+        // A full block, or the reader consumed every flushed byte: the next write starts a block of its own (the reader
+        // gives the drained one back), so what the reader gets next is one segment, as Pipe's reset write head does.
         return AppendSegment(tail, sizeHint).Block;
     }
 

@@ -58,6 +58,9 @@ public sealed partial class SpscPipe
     private long _committed;
     // End of the examined bytes, published by the reader when the writer may wait on it (a pause threshold).
     private long _examinedShared;
+    // End of the consumed bytes, published by the reader (a plain volatile store): the writer starts a fresh block once
+    // everything it flushed was consumed, as Pipe does, so a burst of writes lands in one segment.
+    private long _consumedShared;
     private int _flags;
     private Exception? _writerError;
     // The first segment, published by the writer before the bytes in it are committed (the reader starts there).
@@ -116,6 +119,7 @@ public sealed partial class SpscPipe
         ReleaseSegments(); // normally done already, by the end that completed last
         _committed = 0;
         _examinedShared = 0;
+        _consumedShared = 0;
         _writerError = null;
         _first = null;
         _tail = null;

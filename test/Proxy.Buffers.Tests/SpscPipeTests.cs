@@ -269,6 +269,25 @@ public class SpscPipeTests
     }
 
     [Fact]
+    public async Task AfterTheReaderConsumedEverything_TheNextWriteIsOneSegment_AndTheDrainedBlockGoesBack()
+    {
+        var pool = new CountingPool(64);
+        var pipe = new SpscPipe(Options(pool: pool, minimumSegment: 64));
+        for (var i = 0; i < 10; i++)
+        {
+            // Each write would fit in what is left of the first block; a reader that drained it makes the writer start anew,
+            // so every read is one segment (one send(2) for a socket).
+            Write(pipe.Writer, Pattern(20, seed: i));
+            await pipe.Writer.FlushAsync();
+            var read = await pipe.Reader.ReadAsync();
+            Assert.True(read.Buffer.IsSingleSegment);
+            Assert.Equal(Pattern(20, seed: i), read.Buffer.ToArray());
+            pipe.Reader.AdvanceTo(read.Buffer.End);
+        }
+        Assert.Equal(9, pool.Returned); // every drained block but the last, still the writer's
+    }
+
+    [Fact]
     public void GetMemory_LargerThanThePoolsBlocks_ServedFromArrayPool()
     {
         var pool = new CountingPool(64);
