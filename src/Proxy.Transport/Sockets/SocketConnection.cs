@@ -1,4 +1,3 @@
-using Proxy.Buffers;
 using System.Net.Sockets;
 using System.Runtime.InteropServices;
 using Microsoft.AspNetCore.Connections.Features;
@@ -17,8 +16,8 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
     private static long s_lastId;
 
     private readonly Socket _socket;
-    private readonly SpscPipe _input;
-    private readonly SpscPipe _output;
+    private readonly Pipe _input;
+    private readonly Pipe _output;
     private readonly int _minReceive;
     private readonly bool _waitForData;
     private readonly CancellationTokenSource _closedCts = new();
@@ -39,14 +38,14 @@ internal sealed class SocketConnection : ConnectionContext, IConnectionIdFeature
         _minReceive = options.MinReceiveBufferSize;
         _waitForData = options.WaitForDataBeforeAllocatingBuffer;
         var readerScheduler = options.InlineScheduling ? PipeScheduler.Inline : PipeScheduler.ThreadPool;
-        _input = new SpscPipe(new PipeOptions(
+        _input = new Pipe(new PipeOptions(
             pool: options.InputMemoryPool,
             readerScheduler: readerScheduler,
             pauseWriterThreshold: options.MaxReadBufferSize,
             resumeWriterThreshold: options.MaxReadBufferSize / 2,
             minimumSegmentSize: options.MinReceiveBufferSize,
             useSynchronizationContext: false));
-        _output = new SpscPipe(new PipeOptions(
+        _output = new Pipe(new PipeOptions(
             pool: options.OutputMemoryPool,
             // NOTE: on our epoll engine a flush made on an epoll thread sends after that thread's batch of events, not
             // at once (EndOfBatchScheduler); elsewhere the send runs on the flushing thread as before.
