@@ -209,19 +209,7 @@ public sealed partial class SpscPipe
 
         public override void Complete(Exception? exception = null) => pipe.CompleteReader(exception);
 
-        public ValueTaskSourceStatus GetStatus(short token)
-        {
-            Waiter.Check(token);
-            if (!Waiter.IsSignaled)
-            {
-                return ValueTaskSourceStatus.Pending;
-            }
-            if (Waiter.TokenCanceled)
-            {
-                return ValueTaskSourceStatus.Canceled;
-            }
-            return pipe.IsSet(WriterCompleted) && pipe._writerError is not null ? ValueTaskSourceStatus.Faulted : ValueTaskSourceStatus.Succeeded;
-        }
+        public ValueTaskSourceStatus GetStatus(short token) => Waiter.Status(token, faulted: pipe.IsSet(WriterCompleted) && pipe._writerError is not null);
 
         public void OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags)
         {
@@ -231,14 +219,7 @@ public sealed partial class SpscPipe
 
         public ReadResult GetResult(short token)
         {
-            Waiter.Check(token);
-            var canceled = Waiter.TokenCanceled;
-            var cancellationToken = Waiter.CancellationToken;
-            Waiter.End();
-            if (canceled)
-            {
-                throw new OperationCanceledException(cancellationToken);
-            }
+            Waiter.Consume(token);
             return pipe.GetReadResult();
         }
     }

@@ -76,6 +76,34 @@ public sealed partial class SpscPipe
             }
         }
 
+        /// <summary>The status of the wait <paramref name="version"/>; <paramref name="faulted"/>: its result would throw.</summary>
+        public ValueTaskSourceStatus Status(short version, bool faulted)
+        {
+            Check(version);
+            if (!IsSignaled)
+            {
+                return ValueTaskSourceStatus.Pending;
+            }
+            if (TokenCanceled)
+            {
+                return ValueTaskSourceStatus.Canceled;
+            }
+            return faulted ? ValueTaskSourceStatus.Faulted : ValueTaskSourceStatus.Succeeded;
+        }
+
+        /// <summary>Ends the wait <paramref name="version"/> for its result; throws when its token cancelled it.</summary>
+        public void Consume(short version)
+        {
+            Check(version);
+            var canceled = TokenCanceled;
+            var cancellationToken = _cancellationToken;
+            End();
+            if (canceled)
+            {
+                throw new OperationCanceledException(cancellationToken);
+            }
+        }
+
         public void OnCompleted(Action<object?> continuation, object? state, ValueTaskSourceOnCompletedFlags flags, PipeScheduler scheduler)
         {
             _continuation = continuation;

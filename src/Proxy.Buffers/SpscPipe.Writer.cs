@@ -180,19 +180,7 @@ public sealed partial class SpscPipe
 
         public override long UnflushedBytes => pipe._unflushed;
 
-        public ValueTaskSourceStatus GetStatus(short token)
-        {
-            Waiter.Check(token);
-            if (!Waiter.IsSignaled)
-            {
-                return ValueTaskSourceStatus.Pending;
-            }
-            if (Waiter.TokenCanceled)
-            {
-                return ValueTaskSourceStatus.Canceled;
-            }
-            return pipe.IsSet(ReaderCompleted) && pipe._readerError is not null ? ValueTaskSourceStatus.Faulted : ValueTaskSourceStatus.Succeeded;
-        }
+        public ValueTaskSourceStatus GetStatus(short token) => Waiter.Status(token, faulted: pipe.IsSet(ReaderCompleted) && pipe._readerError is not null);
 
         public void OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags)
         {
@@ -202,14 +190,7 @@ public sealed partial class SpscPipe
 
         public FlushResult GetResult(short token)
         {
-            Waiter.Check(token);
-            var canceled = Waiter.TokenCanceled;
-            var cancellationToken = Waiter.CancellationToken;
-            Waiter.End();
-            if (canceled)
-            {
-                throw new OperationCanceledException(cancellationToken);
-            }
+            Waiter.Consume(token);
             return pipe.GetFlushResult();
         }
     }
