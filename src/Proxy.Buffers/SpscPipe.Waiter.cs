@@ -28,16 +28,12 @@ public sealed partial class SpscPipe
         private CancellationToken _cancellationToken;
         private CancellationTokenRegistration _registration;
 
-        public short Version => _version;
-
         public bool IsWaiting => Volatile.Read(ref _state) is Waiting or Parked;
 
         public bool IsSignaled => Volatile.Read(ref _state) == Signaled;
 
         /// <summary>The token of this wait fired: its result is an <see cref="OperationCanceledException"/>.</summary>
         public bool TokenCanceled => Volatile.Read(ref _tokenCanceled) != 0;
-
-        public CancellationToken CancellationToken => _cancellationToken;
 
         /// <summary>Starts a wait (a full fence): the caller looks at the shared state once more after this.</summary>
         public short Begin(CancellationToken cancellationToken)

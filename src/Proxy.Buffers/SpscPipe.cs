@@ -5,8 +5,9 @@ using System.Runtime.ExceptionServices;
 namespace Proxy.Buffers;
 
 // Thread-safe for one writer and one reader: each end is used by one party at a time (its thread may change between
-// calls, as an async method's does), and the two ends run at once. CancelPendingRead, CancelPendingFlush and either
-// end's Complete may come from any thread. Fields are grouped by owner below.
+// calls, as an async method's does), and the two ends run at once. CancelPendingRead and CancelPendingFlush may come from
+// any thread; an end's Complete from another thread only once that end is no longer in use
+// (its own party is done). Fields are grouped by owner below.
 /// <summary>
 /// A <see cref="Pipe"/> for one producer and one consumer that hands bytes over without a lock: the ends meet through
 /// two positions (bytes flushed, bytes consumed), a flags word and one waiter per end, so a flush, a read and an
