@@ -121,4 +121,125 @@ public class ForwardingCancellationTests
         stopping.Cancel();
         Assert.False(cancellation.DeadlineExpired); // its timer was disposed with it
     }
+
+    // Rent: ended exchanges are kept per thread and reused; these run on one thread from Rent to Dispose.
+
+    [Fact]
+    public void Rented_EndedQuietly_NextRentReusesIt_ResetAndArmedForTheNewExchange()
+    {
+        var time = new FakeTimeProvider();
+        using var client = new CancellationTokenSource();
+        var first = ForwardingCancellation.Rent(client.Token, Activity, deadline: null, deadlineFromClient: false, time);
+        var staleToken = first.Token;
+        var staleCallbackRan = false;
+        using (staleToken.Register(() => staleCallbackRan = true)) // a registration the ended exchange left behind
+        {
+            first.Dispose();
+
+            using var client2 = new CancellationTokenSource();
+            var second = ForwardingCancellation.Rent(client2.Token, Activity, deadline: null, deadlineFromClient: false, time);
+            Assert.Same(first, second);
+            Assert.False(second.Token.IsCancellationRequested);
+
+            // The first exchange's client leaving means nothing to the second.
+            client.Cancel();
+            Assert.False(second.Token.IsCancellationRequested);
+
+            // The second's own activity timeout counts from its start.
+            time.Advance(TimeSpan.FromSeconds(9));
+            Assert.False(second.Token.IsCancellationRequested);
+            time.Advance(TimeSpan.FromSeconds(2));
+            Assert.True(second.Token.IsCancellationRequested);
+            Assert.True(second.TimedOut);
+            Assert.False(second.ClientAborted);
+            Assert.False(staleCallbackRan); // the reset dropped it
+            second.Dispose();
+        }
+
+        // Expired: not pooled again.
+        var third = ForwardingCancellation.Rent(CancellationToken.None, Activity, deadline: null, deadlineFromClient: false, time);
+        Assert.NotSame(first, third);
+        third.Dispose();
+    }
+
+    [Fact]
+    public void Rented_TimerComesDueAfterTheExchangeEnded_DoesNotExpireTheNextOne()
+    {
+        var time = new FakeTimeProvider();
+        var first = ForwardingCancellation.Rent(CancellationToken.None, Activity, deadline: null, deadlineFromClient: false, time);
+        time.Advance(TimeSpan.FromSeconds(9));
+        first.Dispose(); // its timer stays armed, due in 1 s
+
+        time.Advance(TimeSpan.FromSeconds(5)); // due in the pool: nothing to expire
+        var second = ForwardingCancellation.Rent(CancellationToken.None, Activity, deadline: null, deadlineFromClient: false, time);
+        Assert.Same(first, second);
+        time.Advance(TimeSpan.FromSeconds(9));
+        second.ResetActivity();
+        time.Advance(TimeSpan.FromSeconds(9)); // 18 s in, 9 s quiet
+        Assert.False(second.Token.IsCancellationRequested);
+        time.Advance(TimeSpan.FromSeconds(1));
+        Assert.True(second.Token.IsCancellationRequested);
+        Assert.True(second.TimedOut);
+        second.Dispose();
+    }
+
+    [Fact]
+    public void Rented_ShorterTimeoutThanTheTimerWasArmedFor_ExpiresOnTime()
+    {
+        var time = new FakeTimeProvider();
+        var first = ForwardingCancellation.Rent(CancellationToken.None, TimeSpan.FromMinutes(10), deadline: null, deadlineFromClient: false, time);
+        first.Dispose();
+        var second = ForwardingCancellation.Rent(CancellationToken.None, TimeSpan.FromSeconds(2), deadline: null, deadlineFromClient: false, time);
+        Assert.Same(first, second);
+        time.Advance(TimeSpan.FromSeconds(2));
+        Assert.True(second.Token.IsCancellationRequested);
+        second.Dispose();
+    }
+
+    [Fact]
+    public void Rented_NoActivityTimeoutAfterOneThatHadIt_TokenIsTheClients_AndNeverTimesOut()
+    {
+        var time = new FakeTimeProvider();
+        var first = ForwardingCancellation.Rent(CancellationToken.None, Activity, deadline: null, deadlineFromClient: false, time);
+        first.Dispose();
+
+        using var client = new CancellationTokenSource();
+        var second = ForwardingCancellation.Rent(client.Token, Timeout.InfiniteTimeSpan, deadline: null, deadlineFromClient: false, time);
+        Assert.Same(first, second);
+        Assert.Equal(client.Token, second.Token); // a gRPC call without deadline: no source of its own
+        time.Advance(TimeSpan.FromHours(1));
+        Assert.False(second.Token.IsCancellationRequested);
+        Assert.False(second.TimedOut);
+        second.Dispose();
+    }
+
+    [Fact]
+    public void Rented_ClientAborted_OrWithADeadline_OrAnotherClock_NotReused()
+    {
+        var time = new FakeTimeProvider();
+        using var client = new CancellationTokenSource();
+        var aborted = ForwardingCancellation.Rent(client.Token, Activity, deadline: null, deadlineFromClient: false, time);
+        client.Cancel();
+        Assert.True(aborted.ClientAborted);
+        aborted.Dispose();
+        var next = ForwardingCancellation.Rent(CancellationToken.None, Activity, deadline: null, deadlineFromClient: false, time);
+        Assert.NotSame(aborted, next);
+        Assert.False(next.Token.IsCancellationRequested);
+
+        // next had no deadline: pooled. One with a deadline is not (its timer's callback cannot tell exchanges apart).
+        next.Dispose();
+        var withDeadline = ForwardingCancellation.Rent(CancellationToken.None, Activity, TimeSpan.FromSeconds(30), deadlineFromClient: true, time);
+        Assert.Same(next, withDeadline);
+        withDeadline.Dispose();
+        var afterDeadline = ForwardingCancellation.Rent(CancellationToken.None, TimeSpan.FromHours(1), deadline: null, deadlineFromClient: false, time);
+        Assert.NotSame(withDeadline, afterDeadline);
+        time.Advance(TimeSpan.FromSeconds(31)); // the released deadline timer would have fired by now
+        Assert.False(afterDeadline.Token.IsCancellationRequested);
+        Assert.False(afterDeadline.DeadlineExpired);
+        afterDeadline.Dispose();
+
+        var otherClock = ForwardingCancellation.Rent(CancellationToken.None, Activity, deadline: null, deadlineFromClient: false, new FakeTimeProvider());
+        Assert.NotSame(afterDeadline, otherClock);
+        otherClock.Dispose();
+    }
 }
