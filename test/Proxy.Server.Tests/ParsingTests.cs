@@ -34,6 +34,19 @@ public class ParsingTests
         => Assert.Equal((path, query), RequestTarget.Split(target));
 
     [Theory]
+    [InlineData("/grpc.testing.BenchmarkService/UnaryCall", true)]
+    [InlineData("/a/b?c=d", false)]
+    [InlineData("/caf%C3%A9", false)]
+    [InlineData("/a/./b", false)]
+    public void Split_PlainOriginTarget_IsItsOwnPath(string target, bool same)
+    {
+        // Built at run time, so the target is not an interned literal the test's expected value could share.
+        var raw = new string(target.AsSpan());
+        var (path, _) = RequestTarget.Split(raw);
+        Assert.Equal(same, ReferenceEquals(raw, path));
+    }
+
+    [Theory]
     [InlineData("http://127.0.0.1:0", "127.0.0.1", 0, false)]
     [InlineData("https://[::1]:5001", "::1", 5001, true)]
     [InlineData("http://localhost:5000", "127.0.0.1", 5000, false)]

@@ -36,7 +36,9 @@ internal static class RequestTarget
         {
             rawPath = "/";
         }
-        return (RemoveDotSegments(Decode(rawPath)), query);
+        // NOTE: an origin-form target without query or escapes is its own path: no copy of it per request.
+        var path = rawPath.Length == rawTarget.Length && rawPath.IndexOf('%') < 0 ? rawTarget : Decode(rawPath);
+        return (RemoveDotSegments(path), query);
     }
 
     /// <summary>
