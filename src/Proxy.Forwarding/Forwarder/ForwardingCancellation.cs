@@ -121,14 +121,18 @@ internal sealed class ForwardingCancellation : IDisposable
         _activityExpired = false;
         _deadlineExpired = false;
         _activityConfigured = false;
-        _lastActivity = _time.GetTimestamp();
+        var activity = IsFinite(activityTimeout);
+        if (activity)
+        {
+            _lastActivity = _time.GetTimestamp();
+        }
         if (_pooled)
         {
             // A new generation, active. A full fence: a timer callback that sees it also sees the timeout and the
             // progress stamp written above.
             Interlocked.Exchange(ref _state, ((_state & ~PhaseMask) + 4) | PhaseActive);
         }
-        if (IsFinite(activityTimeout))
+        if (activity)
         {
             EnsureSource();
             _activityConfigured = true;
