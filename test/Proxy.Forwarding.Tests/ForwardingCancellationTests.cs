@@ -197,7 +197,7 @@ public class ForwardingCancellationTests
     }
 
     [Fact]
-    public void Rented_NoActivityTimeoutAfterOneThatHadIt_TokenIsTheClients_AndNeverTimesOut()
+    public void Rented_NoActivityTimeout_NewObjectWithTheClientsToken_PoolKeptForTheNextTimedOne()
     {
         var time = new FakeTimeProvider();
         var first = ForwardingCancellation.Rent(CancellationToken.None, Activity, deadline: null, deadlineFromClient: false, time);
@@ -205,12 +205,19 @@ public class ForwardingCancellationTests
 
         using var client = new CancellationTokenSource();
         var second = ForwardingCancellation.Rent(client.Token, Timeout.InfiniteTimeSpan, deadline: null, deadlineFromClient: false, time);
-        Assert.Same(first, second);
-        Assert.Equal(client.Token, second.Token); // a gRPC call without deadline: no source of its own
+        Assert.NotSame(first, second); // nothing to reuse for it: a gRPC call without deadline has no source, no timer
+        Assert.Equal(client.Token, second.Token);
         time.Advance(TimeSpan.FromHours(1));
         Assert.False(second.Token.IsCancellationRequested);
         Assert.False(second.TimedOut);
         second.Dispose();
+
+        var third = ForwardingCancellation.Rent(CancellationToken.None, Activity, deadline: null, deadlineFromClient: false, time);
+        Assert.Same(first, third);
+        Assert.False(third.Token.IsCancellationRequested); // its timer, due in the pool an hour ago, expired nothing
+        time.Advance(TimeSpan.FromSeconds(10));
+        Assert.True(third.TimedOut);
+        third.Dispose();
     }
 
     [Fact]

@@ -93,6 +93,12 @@ internal sealed class ForwardingCancellation : IDisposable
     public static ForwardingCancellation Rent(CancellationToken clientAborted, TimeSpan activityTimeout, TimeSpan? deadline, bool deadlineFromClient,
         TimeProvider time, CancellationToken requestTimeout = default)
     {
+        if (!IsFinite(activityTimeout))
+        {
+            // Nothing to reuse (a gRPC call without deadline has no source or timer; one with a deadline is not pooled):
+            // a new object costs less than the pool's queue when the call ends on another thread.
+            return new ForwardingCancellation(clientAborted, activityTimeout, deadline, deadlineFromClient, time, requestTimeout);
+        }
         ForwardingCancellation? item = null;
         if (t_pool is { Count: > 0 } pool)
         {

@@ -103,4 +103,25 @@ public class RequestHeaderCollectorTests
         Assert.Equal("x-custom-name", KnownHeaderStrings.LowercaseName("X-Custom-Name"));
         Assert.Equal("x-" + new string('a', 300), KnownHeaderStrings.LowercaseName("X-" + new string('A', 300)));
     }
+
+    [Fact]
+    public void LowercaseName_SameStringAgain_SameLoweredString_EqualButOtherStringLoweredOnItsOwn()
+    {
+        var name = new string("X-Custom-Name".AsSpan()); // not interned: only this object is the cache's key
+        var first = KnownHeaderStrings.LowercaseName(name);
+        Assert.Equal("x-custom-name", first);
+        Assert.Same(first, KnownHeaderStrings.LowercaseName(name)); // remembered, not lowered into a new string again
+
+        var other = new string("X-Custom-Name".AsSpan());
+        var second = KnownHeaderStrings.LowercaseName(other);
+        Assert.Equal("x-custom-name", second);
+        Assert.NotSame(first, second); // equal content, another object: lowered on its own
+
+        // More names than the cache holds: each still comes out right.
+        for (var i = 0; i < 20; i++)
+        {
+            Assert.Equal("x-n" + i, KnownHeaderStrings.LowercaseName("X-N" + i));
+        }
+        Assert.Equal("x-custom-name", KnownHeaderStrings.LowercaseName(name));
+    }
 }
