@@ -91,8 +91,7 @@ internal sealed partial class HttpForwarder
                 ForwardingTracing.Inject(span, head); // after the transforms: the proxy's span is the backend's parent
             }
             var activityTimeout = config.ActivityTimeout ?? (isGrpc ? Timeout.InfiniteTimeSpan : DefaultActivityTimeout);
-            // Pooled: every user of its token (the backend call, both pumps) is awaited before the scope ends.
-            using var cancellation = ForwardingCancellation.Rent(front.RequestAborted, activityTimeout, deadline, deadlineFromClient, time,
+            using var cancellation = new ForwardingCancellation(front.RequestAborted, activityTimeout, deadline, deadlineFromClient, time,
                 front.RequestTimeout);
 
             // Step 2b: a small body of declared length is received whole before anything goes to the backend. A body that
