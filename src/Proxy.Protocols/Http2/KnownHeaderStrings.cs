@@ -7,7 +7,7 @@ namespace Proxy.Protocols.Http2;
 /// so a request header block does not allocate a new string for "content-type" or "application/grpc"
 /// on every request.
 /// </summary>
-// Stateless: immutable static tables, shared by every connection (and a small per-thread cache of lowercased names).
+// Shared by every connection: immutable static tables. Per thread: a small cache of the names LowercaseName lowered.
 internal static class KnownHeaderStrings
 {
     // The RFC 7541 Appendix A static table names plus what gRPC, browsers and proxies send on most requests.
