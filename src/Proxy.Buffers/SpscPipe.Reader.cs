@@ -82,16 +82,9 @@ public sealed partial class SpscPipe
             _head = head;
             _headIndex = 0;
         }
-        // A block read to its end that the writer has left goes back now: the buffer starts in the next one (a send of one
-        // segment is one send(2), not a sendmsg(2) with an empty first buffer).
-        while (head.NextSegment is { } following && _headIndex == head.Memory.Length)
-        {
-            head.Release();
-            KeepSpare(head);
-            head = following;
-            _head = head;
-            _headIndex = 0;
-        }
+        // A block read to its end that the writer has left since the last AdvanceTo goes back now (see SkipDrained).
+        head = SkipDrained(head, ref _headIndex);
+        _head = head;
         var end = head;
         while (true)
         {
@@ -144,15 +137,24 @@ public sealed partial class SpscPipe
             KeepSpare(head);
             head = next;
         }
-        if (head.NextSegment is { } following && index == head.Memory.Length)
+        _head = SkipDrained(head, ref index);
+        _headIndex = index;
+    }
+
+    /// <summary>
+    /// Gives back head blocks read to their end that the writer has left (another block follows): the reader's buffer
+    /// starts in the next one, so a send of one segment is one send(2), not a sendmsg(2) with an empty first buffer.
+    /// </summary>
+    private Segment SkipDrained(Segment head, ref int index)
+    {
+        while (head.NextSegment is { } following && index == head.Memory.Length)
         {
             head.Release();
             KeepSpare(head);
             head = following;
             index = 0;
         }
-        _head = head;
-        _headIndex = index;
+        return head;
     }
 
     /// <summary>The pipe position of <paramref name="position"/>; <paramref name="fallback"/> for one of an empty read (no segment).</summary>
