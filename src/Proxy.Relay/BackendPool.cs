@@ -414,10 +414,18 @@ internal sealed class BackendPool : IAsyncDisposable
                 {
                     return (await idle.Connection.SendAsync(request, cancellationToken).ConfigureAwait(false), true);
                 }
+                catch (Exception) when (idle.Connection.IsReusable)
+                {
+                    // Refused before the exchange began (an ArgumentException: the request cannot be written): the
+                    // connection is as it was, so it goes back idle rather than stay open outside the pool.
+                    OnHttp1Released(idle, reusable: true);
+                    throw;
+                }
                 catch (BackendException)
                 {
-                    // The backend closed it while idle: try the next one (the connection closed itself).
-                    await CloseHttp1Async(idle).ConfigureAwait(false);
+                    // The backend closed it while idle: try the next one. NOTE: not closed here. SendAsync disposed the
+                    // failed exchange, whose release closed the connection (OnHttp1Released): a second close counted
+                    // it out of _http1Count twice, and the pool then opened past MaxConnections.
                 }
             }
             Task changed;
@@ -454,8 +462,35 @@ internal sealed class BackendPool : IAsyncDisposable
                 OnStateChanged();
                 throw;
             }
-            return (await pooled.Connection.SendAsync(request, cancellationToken).ConfigureAwait(false), false);
+            try
+            {
+                return (await pooled.Connection.SendAsync(request, cancellationToken).ConfigureAwait(false), false);
+            }
+            catch (Exception) when (pooled.Connection.IsReusable)
+            {
+                OnHttp1Released(pooled, reusable: true); // refused before it began, as above: the new connection waits idle
+                throw;
+            }
         }
+    }
+
+    /// <summary>
+    /// Tests: aborts the transport of every idle HTTP/1.1 connection, which stay idle as if their sockets broke while
+    /// nobody used them. Returns how many.
+    /// </summary>
+    internal int AbortIdleHttp1Transports()
+    {
+        var idle = new List<PooledHttp1>();
+        while (_idleHttp1.TryPop(-1, out var pooled))
+        {
+            idle.Add(pooled);
+        }
+        foreach (var pooled in idle)
+        {
+            pooled.Transport.Abort();
+            _idleHttp1.Push(pooled, pooled.Transport.Loop);
+        }
+        return idle.Count;
     }
 
     /// <summary>
