@@ -23,6 +23,10 @@ internal sealed partial class Http1Exchange
     private readonly Http1ResponseBody _responseBody;
     private bool _started;
     private bool _continueSent;
+    // Only requests that expect a 100 take it: the 100's write against the head's (see SendContinueIfExpectedAsync).
+    private readonly Lock _continueLock = new();
+    // A 100 Continue's flush still waiting for the transport, which the next response flush waits for first.
+    private Task<FlushResult>? _continueFlush;
     private BodyMode _mode;
     private long _declaredLength = -1;
     private long _written;
@@ -50,6 +54,7 @@ internal sealed partial class Http1Exchange
     {
         _started = false;
         _continueSent = false;
+        _continueFlush = null;
         _mode = BodyMode.NoBody;
         _declaredLength = -1;
         _written = 0;
@@ -127,15 +132,40 @@ internal sealed partial class Http1Exchange
         await FlushOutputAsync(default).ConfigureAwait(false);
     }
 
+    /// <remarks>
+    /// NOTE: the body's reader calls this, and a proxy reads the body in one flow while it writes the response in
+    /// another, so the 100 and the response head could be written into the transport at once. The 100 is written and
+    /// its flush started under <see cref="_continueLock"/>, which the head's writer takes too when the request expects
+    /// a 100; a response flush waits for a 100's flush still under way (<see cref="_continueFlush"/>): a transport's
+    /// writer takes one writer and one flush at a time.
+    /// </remarks>
     internal async ValueTask SendContinueIfExpectedAsync(CancellationToken cancellationToken)
     {
-        if (!Head.ExpectContinue || _continueSent || _started)
+        if (!Head.ExpectContinue)
         {
             return;
         }
-        _continueSent = true;
-        _connection.Output.Write("HTTP/1.1 100 Continue\r\n\r\n"u8);
-        await FlushOutputAsync(cancellationToken).ConfigureAwait(false);
+        ValueTask<FlushResult> flush;
+        Task<FlushResult>? pending = null;
+        lock (_continueLock)
+        {
+            if (_continueSent || _started)
+            {
+                return;
+            }
+            _continueSent = true;
+            _connection.Output.Write("HTTP/1.1 100 Continue\r\n\r\n"u8);
+            flush = _connection.Output.FlushAsync(cancellationToken);
+            if (!flush.IsCompleted)
+            {
+                _continueFlush = pending = flush.AsTask();
+            }
+        }
+        var result = pending is null ? flush.GetAwaiter().GetResult() : await pending.ConfigureAwait(false);
+        if (result.IsCompleted)
+        {
+            OnClientDisconnected();
+        }
     }
 
     /// <summary>
@@ -225,6 +255,19 @@ internal sealed partial class Http1Exchange
 
     private async ValueTask<FlushResult> FlushOutputAsync(CancellationToken cancellationToken)
     {
+        if (_continueFlush is { } continueFlush)
+        {
+            // Set under the lock the head's writer took before any response flush (see SendContinueIfExpectedAsync).
+            _continueFlush = null;
+            try
+            {
+                await continueFlush.ConfigureAwait(false);
+            }
+            catch (Exception)
+            {
+                // Its own reader saw the failure (a cancelled read, a gone client); this flush reports its own outcome.
+            }
+        }
         var result = await _connection.Output.FlushAsync(cancellationToken).ConfigureAwait(false);
         if (result.IsCompleted)
         {
@@ -244,6 +287,24 @@ internal sealed partial class Http1Exchange
 
     /// <summary>Decides the framing and writes the status line and header section into the transport output.</summary>
     private void WriteHead(bool finalizing)
+    {
+        if (_started)
+        {
+            return;
+        }
+        if (Head.ExpectContinue)
+        {
+            // The body's reader may be writing a 100 Continue (see SendContinueIfExpectedAsync).
+            lock (_continueLock)
+            {
+                WriteHeadCore(finalizing);
+            }
+            return;
+        }
+        WriteHeadCore(finalizing);
+    }
+
+    private void WriteHeadCore(bool finalizing)
     {
         if (_started)
         {

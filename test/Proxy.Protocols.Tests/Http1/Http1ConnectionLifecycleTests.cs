@@ -215,6 +215,32 @@ public class Http1ConnectionLifecycleTests
         Assert.Equal("HELLO", (await h.ReadResponseAsync()).Body);
     }
 
+    /// <summary>
+    /// A proxy reads the request body and writes the response in two flows: here the body read sends 100 Continue, whose
+    /// flush waits for the client to read, while the response is written and flushed. The response's flush waits for the
+    /// 100's (a transport's writer takes one flush at a time), and the client gets the 100, then the response, whole.
+    /// </summary>
+    [Fact]
+    public async Task ExpectContinue_ResponseWrittenWhileTheContinueFlushWaits_100ThenFinalResponse()
+    {
+        var continueFlushPending = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            var body = e.ReadBodyAsync(); // writes the 100 and flushes; the flush waits (the client reads nothing yet)
+            continueFlushPending.TrySetResult();
+            e.StatusCode = 200;
+            await e.WriteAsync("early ");
+            await e.WriteAsync(await body);
+        }, toClientOptions: new PipeOptions(pauseWriterThreshold: 1, resumeWriterThreshold: 1, useSynchronizationContext: false));
+        await h.SendAsync("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+        await continueFlushPending.Task.WaitAsync(Guard);
+
+        Assert.Equal(100, (await h.ReadResponseAsync()).Status);
+        await h.SendAsync("hello");
+
+        Assert.Equal("early hello", (await h.ReadResponseAsync()).Body);
+    }
+
     [Fact]
     public async Task ExpectContinue_AppRespondsWithoutReading_NoContinueAndClose()
     {

@@ -21,10 +21,11 @@ internal sealed class Http1Harness : IAsyncDisposable
     private readonly List<byte> _received = new();
     private bool _serverOutputDone;
 
-    public Http1Harness(Func<HttpExchange, Task> handler, Http1Options? options = null, PipeOptions? toServerOptions = null)
+    public Http1Harness(Func<HttpExchange, Task> handler, Http1Options? options = null, PipeOptions? toServerOptions = null,
+        PipeOptions? toClientOptions = null)
     {
         ToServer = new Pipe(toServerOptions ?? PipeOptions.Default);
-        ToClient = new Pipe();
+        ToClient = new Pipe(toClientOptions ?? PipeOptions.Default);
         Options = options ?? new Http1Options();
         Connection = new Http1Connection(new DuplexPipe(ToServer.Reader, ToClient.Writer), Options, new DelegateHandler(handler),
             new ConnectionMetadata { ConnectionId = "test" }, Time);
