@@ -134,6 +134,11 @@ public static class BackendConnector
                 RemoteCertificateValidationCallback = tls.DangerousAcceptAnyServerCertificate
                     ? static (_, _, _, _) => true
                     : tls.RemoteCertificateValidation,
+                // NOTE: off (the client's default is on): a TLS 1.2 renegotiation would make SslStream write the handshake
+                // from the read that met it, in the TLS input pump, while the output pump writes, and the transport gives
+                // each direction one user. A backend that asks for one fails that connection (502), as with TLS 1.3,
+                // which has no renegotiation at all; we send no client certificate it could be asking for.
+                AllowRenegotiation = false,
             };
             try
             {
