@@ -113,6 +113,46 @@ public class Http1ConnectionLifecycleTests
         await h.Processing.WaitAsync(Guard);
     }
 
+    /// <summary>
+    /// The timeouts move a deadline and the timer catches up with it: a head that starts late in the keep-alive idle time
+    /// gets the whole headers timeout from its first byte, past the moment the timer was first due, and no more.
+    /// </summary>
+    [Fact]
+    public async Task HeadersTimeout_HeadStartsWhileKeepAliveIdles_FullTimeFromItsFirstByte()
+    {
+        var options = new Http1Options { RequestHeadersTimeout = TimeSpan.FromSeconds(5), KeepAliveTimeout = TimeSpan.FromSeconds(60) };
+        await using var h = new Http1Harness(_ => Task.CompletedTask, options);
+        await h.SendAsync("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        Assert.Equal(200, (await h.ReadResponseAsync()).Status);
+        await WaitUntilIdleAsync(h);
+
+        h.Time.Advance(TimeSpan.FromSeconds(4));
+        await h.SendAsync("GET /2 HTTP/1.1\r\n");
+        await WaitUntilReadingHeadAsync(h);
+        h.Time.Advance(TimeSpan.FromSeconds(4)); // 8 s after the response, 4 s into the head: within its 5 s
+        await h.SendAsync("Host: h\r\n\r\n");
+        Assert.Equal(200, (await h.ReadResponseAsync()).Status);
+        await WaitUntilIdleAsync(h);
+
+        await h.SendAsync("GET /3 HTTP/1.1\r\n");
+        await WaitUntilReadingHeadAsync(h);
+        h.Time.Advance(TimeSpan.FromSeconds(5));
+
+        Assert.Equal(408, (await h.ReadResponseAsync()).Status);
+        await h.Processing.WaitAsync(Guard);
+    }
+
+    private static async Task WaitUntilReadingHeadAsync(Http1Harness h)
+    {
+        // Synchronisation, not timing: wait until the loop has taken the head's first bytes (the headers timeout runs).
+        var deadline = DateTime.UtcNow + Guard;
+        while (h.Connection.IsWaitingForNextRequest)
+        {
+            Assert.True(DateTime.UtcNow < deadline, "the head's first bytes were never read");
+            await Task.Yield();
+        }
+    }
+
     private static async Task WaitUntilIdleAsync(Http1Harness h)
     {
         // Synchronisation, not timing: wait until the loop has armed the keep-alive timer.
