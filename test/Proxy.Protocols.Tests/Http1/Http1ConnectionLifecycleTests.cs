@@ -142,24 +142,18 @@ public class Http1ConnectionLifecycleTests
         await h.Processing.WaitAsync(Guard);
     }
 
-    private static async Task WaitUntilReadingHeadAsync(Http1Harness h)
-    {
-        // Synchronisation, not timing: wait until the loop has taken the head's first bytes (the headers timeout runs).
-        var deadline = DateTime.UtcNow + Guard;
-        while (h.Connection.IsWaitingForNextRequest)
-        {
-            Assert.True(DateTime.UtcNow < deadline, "the head's first bytes were never read");
-            await Task.Yield();
-        }
-    }
+    // Synchronisation, not timing: wait until the loop has armed the keep-alive timer (idle), or has taken the next head's
+    // first bytes and runs the headers timeout (idle: false).
+    private static Task WaitUntilIdleAsync(Http1Harness h) => WaitUntilAsync(h, idle: true);
 
-    private static async Task WaitUntilIdleAsync(Http1Harness h)
+    private static Task WaitUntilReadingHeadAsync(Http1Harness h) => WaitUntilAsync(h, idle: false);
+
+    private static async Task WaitUntilAsync(Http1Harness h, bool idle)
     {
-        // Synchronisation, not timing: wait until the loop has armed the keep-alive timer.
         var deadline = DateTime.UtcNow + Guard;
-        while (!h.Connection.IsWaitingForNextRequest)
+        while (h.Connection.IsWaitingForNextRequest != idle)
         {
-            Assert.True(DateTime.UtcNow < deadline, "connection never went idle");
+            Assert.True(DateTime.UtcNow < deadline, idle ? "connection never went idle" : "the head's first bytes were never read");
             await Task.Yield();
         }
     }
