@@ -44,12 +44,13 @@ public sealed class Http1Connection
     private readonly TimeProvider _time;
     private readonly object _timerLock = new();
     private ITimer? _timer;
-    // Under _timerLock: what is armed, when it expires (a TimeProvider timestamp; MaxValue: never), and whether the timer
+    // Under _timerLock: what is armed, when it expires (time since _timeOrigin; MaxValue: never), and whether the timer
     // will fire (see Arm). The timer's longest wait: the shortest timeout any Arm may set.
     private TimeoutKind _armed;
-    private long _deadline;
+    private TimeSpan _deadline;
     private bool _timerScheduled;
     private readonly TimeSpan _timerPeriod;
+    private readonly long _timeOrigin;
     private volatile int _timedOut;
     private volatile bool _aborted;
     private volatile bool _clientGone;
@@ -65,6 +66,7 @@ public sealed class Http1Connection
         _meta = meta;
         _timerPeriod = ShortestTimeout(options.KeepAliveTimeout, options.RequestHeadersTimeout);
         _time = time;
+        _timeOrigin = time.GetTimestamp();
         Limits = new Http1ParserLimits(options.MaxRequestLineSize, options.MaxRequestHeadersTotalSize, options.MaxRequestHeaderCount);
     }
 
@@ -433,28 +435,31 @@ public sealed class Http1Connection
         _armed = kind;
         if (due == Timeout.InfiniteTimeSpan)
         {
-            _deadline = long.MaxValue;
+            _deadline = TimeSpan.MaxValue;
             return;
         }
-        var now = _time.GetTimestamp();
-        _deadline = now + (long)(Math.Max(0, due.Ticks) * ((double)_time.TimestampFrequency / TimeSpan.TicksPerSecond));
+        due = due < TimeSpan.Zero ? TimeSpan.Zero : due;
+        _deadline = Now + due;
         if (!_timerScheduled)
         {
             _timerScheduled = true;
-            _timer!.Change(due < _timerPeriod ? (due < TimeSpan.Zero ? TimeSpan.Zero : due) : _timerPeriod, Timeout.InfiniteTimeSpan);
+            _timer!.Change(due < _timerPeriod ? due : _timerPeriod, Timeout.InfiniteTimeSpan);
         }
     }
+
+    /// <summary>Monotonic time since the connection started (timestamps, not the wall clock), as the HTTP/2 connection keeps it.</summary>
+    private TimeSpan Now => _time.GetElapsedTime(_timeOrigin);
 
     private void OnTimer()
     {
         lock (_timerLock)
         {
-            if (_armed == TimeoutKind.None || _deadline == long.MaxValue)
+            if (_armed == TimeoutKind.None || _deadline == TimeSpan.MaxValue)
             {
                 _timerScheduled = false;
                 return;
             }
-            var left = _time.GetElapsedTime(_time.GetTimestamp(), _deadline);
+            var left = _deadline - Now;
             if (left > TimeSpan.Zero)
             {
                 // Not yet: again when it is due, or after the shortest timeout if sooner (a deadline set meanwhile is no earlier).

@@ -16,8 +16,7 @@ public sealed class BackendPoolHttp1Tests
     public async Task IdleConnectionBroken_NextRequestOpensAnother_CountedOnce()
     {
         await using var backend = new RawHttp1Backend(Ok);
-        await using var pool = new BackendPool(backend.Address.ToString(), new BackendPoolSettings { MaxConnections = 1 },
-            NullLogger.Instance, TimeProvider.System);
+        await using var pool = NewPool(backend);
 
         await CompleteAsync(pool, expectReused: false);
         var first = await backend.NextConnectionAsync();
@@ -41,8 +40,7 @@ public sealed class BackendPoolHttp1Tests
     public async Task RequestThatCannotBeWritten_RefusedOnIdleConnection_ConnectionStaysInThePool()
     {
         await using var backend = new RawHttp1Backend(Ok);
-        await using var pool = new BackendPool(backend.Address.ToString(), new BackendPoolSettings { MaxConnections = 1 },
-            NullLogger.Instance, TimeProvider.System);
+        await using var pool = NewPool(backend);
         await CompleteAsync(pool, expectReused: false);
 
         var invalid = Request();
@@ -59,8 +57,7 @@ public sealed class BackendPoolHttp1Tests
     public async Task RequestThatCannotBeWritten_RefusedOnNewConnection_ConnectionWaitsIdle()
     {
         await using var backend = new RawHttp1Backend(Ok);
-        await using var pool = new BackendPool(backend.Address.ToString(), new BackendPoolSettings { MaxConnections = 1 },
-            NullLogger.Instance, TimeProvider.System);
+        await using var pool = NewPool(backend);
 
         var invalid = Request();
         invalid.Headers.Add(new("x-bad", "a\nb"));
@@ -70,6 +67,10 @@ public sealed class BackendPoolHttp1Tests
         await CompleteAsync(pool, expectReused: true);
         Assert.Equal(1, backend.ConnectionCount);
     }
+
+    /// <summary>A pool for <paramref name="backend"/> of at most one connection: an uncounted one shows as a second.</summary>
+    private static BackendPool NewPool(RawHttp1Backend backend) =>
+        new(backend.Address.ToString(), new BackendPoolSettings { MaxConnections = 1 }, NullLogger.Instance, TimeProvider.System);
 
     private static BackendRequest Request() => new() { Method = "GET", Authority = "backend", PathAndQuery = "/" };
 
