@@ -197,7 +197,14 @@ public sealed class Http1Connection
         }
         finally
         {
+            var body = _current?.Body;
             _current = null;
+            if (body is not null)
+            {
+                // The request body's pump (or its disconnect watch) may still be reading the input, or holding bytes it
+                // read: it must let go of the input before the input is completed and its blocks go back to the pool.
+                await body.StopPumpAsync().ConfigureAwait(false);
+            }
             if (_watch is { IsOutstanding: true } watch)
             {
                 // A read is still pending on the input: end it before completing the reader.

@@ -335,6 +335,33 @@ internal sealed class Http1RequestBody : PipeReader
         return IsBodyComplete && !_connection.IsAborted && FramingError is null;
     }
 
+    /// <summary>The pump or the disconnect watch reading the input for this body, if one was started (tests).</summary>
+    internal Task? Pump => _pump;
+
+    /// <summary>
+    /// Called by the connection as it closes: ends the pump's read of the input (and its wait for the app to take what
+    /// it wrote), then waits until the pump has let go of the input, so the input is never completed under a read or a
+    /// decode in flight. A connection that ends after a failed or unfinished exchange (no drain) needs this: the pump
+    /// may be watching for a disconnect, decoding a chunk, or waiting on an app that stopped reading.
+    /// </summary>
+    public async Task StopPumpAsync()
+    {
+        if (_pump is not { IsCompleted: false } pump)
+        {
+            return;
+        }
+        _connection.StopPendingInputRead();
+        _innerPipe?.Writer.CancelPendingFlush();
+        try
+        {
+            await pump.ConfigureAwait(false);
+        }
+        catch (Exception)
+        {
+            // The transport failed: the pump ended, which is all this waits for.
+        }
+    }
+
     private async Task PumpAsync()
     {
         // Step 1: move the body from the transport to the app (or discard it once the app is done). Direct: only ever

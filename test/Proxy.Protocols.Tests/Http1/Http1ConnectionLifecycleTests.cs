@@ -418,6 +418,62 @@ public class Http1ConnectionLifecycleTests
     }
 
     [Fact]
+    public async Task ContentLengthBody_ReadWhole_ConnectionCloses_DisconnectWatchEndsBeforeTheInputIsCompleted()
+    {
+        // The body was read, so the connection watches the input for the client leaving; the request asked for the
+        // connection to close, so there is no drain to take the input back. The watch's read must end before the input is
+        // completed (its blocks go back to the pool then), not linger on a completed reader.
+        var body = new TaskCompletionSource<Http1RequestBody>(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            var result = await e.RequestBody.ReadAsync();
+            Assert.True(result.IsCompleted);
+            e.RequestBody.AdvanceTo(result.Buffer.End);
+            body.SetResult(((Http1Exchange)e).Body!);
+            await e.WriteAsync("done");
+        });
+        await h.SendAsync("POST /p HTTP/1.1\r\nHost: h\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello");
+
+        Assert.Equal("done", (await h.ReadResponseAsync()).Body);
+        await h.Processing.WaitAsync(Guard);
+
+        var pump = (await body.Task.WaitAsync(Guard)).Pump;
+        Assert.NotNull(pump);
+        Assert.True(pump.IsCompleted, "the disconnect watch still reads the input the connection completed");
+    }
+
+    [Fact]
+    public async Task ChunkedBody_AppFailsAfterRespondingWithoutReadingOn_PumpEndsBeforeTheInputIsCompleted()
+    {
+        // A chunked body goes through the pump into the app's pipe. The app reads a little, starts its response and fails:
+        // the connection closes without draining, while the pump waits for the app to read what it wrote (the pipe is
+        // full) or reads more of the body. It must stop before the input is completed, not hold the input (or wait forever).
+        var body = new TaskCompletionSource<Http1RequestBody>(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            var result = await e.RequestBody.ReadAsync();
+            e.RequestBody.AdvanceTo(result.Buffer.Start); // keeps it all: the pump fills the pipe and waits
+            body.SetResult(((Http1Exchange)e).Body!);
+            await e.WriteAsync("partial");
+            await e.ResponseBody.FlushAsync();
+            throw new InvalidOperationException("the app failed mid-response");
+        });
+        var chunk = new string('x', 16 * 1024);
+        var request = new StringBuilder("POST /p HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for (var i = 0; i < 8; i++)
+        {
+            request.Append($"{chunk.Length:x}\r\n{chunk}\r\n"); // 128 KB, past the app pipe's 64 KB pause threshold
+        }
+        await h.SendAsync(request.ToString()); // the body's end is never sent
+
+        await h.Processing.WaitAsync(Guard);
+
+        var pump = (await body.Task.WaitAsync(Guard)).Pump;
+        Assert.NotNull(pump);
+        Assert.True(pump.IsCompleted, "the body pump still runs on the input the connection completed");
+    }
+
+    [Fact]
     public async Task ContentLengthBody_AbortWhileReadWaits_ReadThrows()
     {
         var waiting = new TaskCompletionSource<HttpExchange>(TaskCreationOptions.RunContinuationsAsynchronously);
