@@ -435,11 +435,7 @@ public class Http1ConnectionLifecycleTests
         await h.SendAsync("POST /p HTTP/1.1\r\nHost: h\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello");
 
         Assert.Equal("done", (await h.ReadResponseAsync()).Body);
-        await h.Processing.WaitAsync(Guard);
-
-        var pump = (await body.Task.WaitAsync(Guard)).Pump;
-        Assert.NotNull(pump);
-        Assert.True(pump.IsCompleted, "the disconnect watch still reads the input the connection completed");
+        await AssertPumpEndedWithTheConnectionAsync(h, body.Task, "the disconnect watch still reads the input the connection completed");
     }
 
     [Fact]
@@ -466,11 +462,16 @@ public class Http1ConnectionLifecycleTests
         }
         await h.SendAsync(request.ToString()); // the body's end is never sent
 
-        await h.Processing.WaitAsync(Guard);
+        await AssertPumpEndedWithTheConnectionAsync(h, body.Task, "the body pump still runs on the input the connection completed");
+    }
 
-        var pump = (await body.Task.WaitAsync(Guard)).Pump;
+    /// <summary>The connection ended, and by then the body's pump (or disconnect watch) had ended too.</summary>
+    private static async Task AssertPumpEndedWithTheConnectionAsync(Http1Harness h, Task<Http1RequestBody> body, string failure)
+    {
+        await h.Processing.WaitAsync(Guard);
+        var pump = (await body.WaitAsync(Guard)).Pump;
         Assert.NotNull(pump);
-        Assert.True(pump.IsCompleted, "the body pump still runs on the input the connection completed");
+        Assert.True(pump.IsCompleted, failure);
     }
 
     [Fact]
