@@ -319,6 +319,30 @@ internal sealed class Http1ClientExchange : BackendExchange, IValueTaskSource
     void IValueTaskSource.OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags) =>
         _head.OnCompleted(continuation, state, token, flags);
 
+    /// <summary>
+    /// <see cref="ReadInputAsync"/> for bytes already buffered: true with them, false when a read would wait. Maps
+    /// failures and transport errors as it does.
+    /// </summary>
+    internal bool TryReadInput(PipeReader input, out ReadResult result)
+    {
+        ThrowIfFailed();
+        bool read;
+        try
+        {
+            read = input.TryRead(out result);
+        }
+        catch (Exception ex) when (ex is not BackendException)
+        {
+            throw Fail(BackendFailure.ConnectionLost, "Reading the response from the backend failed.", ex);
+        }
+        if (read && Failure is not null)
+        {
+            input.AdvanceTo(result.Buffer.Start);
+            ThrowIfFailed();
+        }
+        return read;
+    }
+
     /// <summary>Reads the transport's input for the response side: maps aborts, failures and transport errors.</summary>
     internal async ValueTask<ReadResult> ReadInputAsync(PipeReader input, CancellationToken cancellationToken = default)
     {

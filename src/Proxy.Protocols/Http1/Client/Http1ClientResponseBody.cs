@@ -86,7 +86,10 @@ internal sealed class Http1ClientResponseBody : PipeReader
         }
     }
 
-    public override async ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
+    // NOTE: not an async method: a read whose bytes are in the transport's input already (a small body that came with
+    // its head, the next part of a large one) returns without a state machine of its own or of the exchange's input read;
+    // each was a frame of several hundred bytes zeroed per read. Only a read that has to wait goes async.
+    public override ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
     {
         _exchange.ThrowIfFailed();
         if (!_started || _readerCompleted || _inputHeld)
@@ -94,49 +97,104 @@ internal sealed class Http1ClientResponseBody : PipeReader
             throw new InvalidOperationException(!_started ? "Read the response head first." : _readerCompleted
                 ? "The response body reader was completed." : "AdvanceTo was not called after the previous read.");
         }
+        if (TryReadWithoutWaiting(out var ready))
+        {
+            return new ValueTask<ReadResult>(ready);
+        }
+        return ReadWaitingAsync(cancellationToken);
+    }
+
+    /// <summary>
+    /// A result from what is already here: the joined data, the end of the body, or one look at the input's buffered
+    /// bytes. False when the input has to be waited for (nothing buffered, or the chunked framing needs more bytes:
+    /// the input was then advanced, so a wait returns only once more arrive).
+    /// </summary>
+    private bool TryReadWithoutWaiting(out ReadResult result)
+    {
+        if (TryReadHeld(out result))
+        {
+            return true;
+        }
+        // NOTE: one look only: after a chunked step that examined everything, the input would hand the same bytes again.
+        return _exchange.TryReadInput(_input, out var input) && TryTakeInput(input, out result);
+    }
+
+    private async ValueTask<ReadResult> ReadWaitingAsync(CancellationToken cancellationToken)
+    {
         while (true)
         {
-            if (_joined is not null && (!_wantsMore || _done))
+            if (TryReadHeld(out var held))
             {
-                return HoldJoined();
+                return held;
             }
-            if (_done)
+            var input = await _exchange.ReadInputAsync(_input, cancellationToken).ConfigureAwait(false);
+            if (TryTakeInput(input, out var result))
             {
-                return new ReadResult(default, isCanceled: false, isCompleted: true);
+                return result;
             }
-            var result = await _exchange.ReadInputAsync(_input, cancellationToken).ConfigureAwait(false);
-            var buffer = result.Buffer;
-            if (result.IsCanceled)
-            {
-                _input.AdvanceTo(buffer.Start);
-                return new ReadResult(default, isCanceled: true, isCompleted: false);
-            }
-            switch (_framing)
-            {
-                case Http1BodyFraming.ContentLength:
-                    if (buffer.Length >= _remaining)
-                    {
-                        return Hold(buffer.Slice(0, _remaining), isCompleted: true);
-                    }
-                    if (result.IsCompleted)
-                    {
-                        _input.AdvanceTo(buffer.Start);
-                        throw _exchange.Fail(BackendFailure.ConnectionLost,
-                            $"The backend closed the connection {_remaining - buffer.Length} bytes before the end of the response body.");
-                    }
-                    return Hold(buffer, isCompleted: false);
+        }
+    }
 
-                case Http1BodyFraming.UntilClose:
-                    _lastIsFinal = result.IsCompleted;
-                    return Hold(buffer, result.IsCompleted);
+    /// <summary>The results that need no input: joined data the reader did not ask more for, and the end of the body.</summary>
+    private bool TryReadHeld(out ReadResult result)
+    {
+        if (_joined is not null && (!_wantsMore || _done))
+        {
+            result = HoldJoined();
+            return true;
+        }
+        if (_done)
+        {
+            result = new ReadResult(default, isCanceled: false, isCompleted: true);
+            return true;
+        }
+        result = default;
+        return false;
+    }
 
-                case Http1BodyFraming.Chunked:
-                    if (TryReadChunked(buffer, result.IsCompleted, out var chunkResult))
-                    {
-                        return chunkResult;
-                    }
-                    break;
-            }
+    /// <summary>
+    /// The body's part of one input read, by framing. False when the input was advanced and the next input read decides
+    /// (chunked framing cut short).
+    /// </summary>
+    private bool TryTakeInput(ReadResult input, out ReadResult result)
+    {
+        var buffer = input.Buffer;
+        if (input.IsCanceled)
+        {
+            _input.AdvanceTo(buffer.Start);
+            result = new ReadResult(default, isCanceled: true, isCompleted: false);
+            return true;
+        }
+        switch (_framing)
+        {
+            case Http1BodyFraming.ContentLength:
+                if (buffer.Length >= _remaining)
+                {
+                    result = Hold(buffer.Slice(0, _remaining), isCompleted: true);
+                    return true;
+                }
+                if (input.IsCompleted)
+                {
+                    _input.AdvanceTo(buffer.Start);
+                    throw _exchange.Fail(BackendFailure.ConnectionLost,
+                        $"The backend closed the connection {_remaining - buffer.Length} bytes before the end of the response body.");
+                }
+                result = Hold(buffer, isCompleted: false);
+                return true;
+
+            case Http1BodyFraming.UntilClose:
+                _lastIsFinal = input.IsCompleted;
+                result = Hold(buffer, input.IsCompleted);
+                return true;
+
+            case Http1BodyFraming.Chunked:
+                return TryReadChunked(buffer, input.IsCompleted, out result);
+
+            default:
+                // No framing has a body to read (Start finished it): never here; the input waits for more, as a loop would.
+                _input.AdvanceTo(buffer.Start, buffer.End);
+                result = default;
+                return false;
         }
     }
 
