@@ -33,9 +33,25 @@ internal sealed class NativeBackendCall(BackendPool pool, BackendRequest request
     private ConfiguredValueTaskAwaitable.ConfiguredValueTaskAwaiter _headWait;
     private CancellationToken _headToken;
 
-    public async ValueTask OpenAsync(CancellationToken cancellationToken)
+    // NOTE: completes without a state machine when the pool had a connection ready and the head went out at once (the
+    // common case); only an open that waits (a connect, a full pool, a flush) goes async.
+    public ValueTask OpenAsync(CancellationToken cancellationToken)
     {
-        (_exchange, _reusedHttp1) = await pool.OpenAsync(_request!, cancellationToken).ConfigureAwait(false);
+        var open = pool.OpenAsync(_request!, cancellationToken);
+        if (!open.IsCompletedSuccessfully)
+        {
+            return OpenWaitingAsync(open);
+        }
+        Opened(open.Result);
+        return default;
+    }
+
+    private async ValueTask OpenWaitingAsync(ValueTask<(BackendExchange Exchange, bool ReusedHttp1)> open) =>
+        Opened(await open.ConfigureAwait(false));
+
+    private void Opened((BackendExchange Exchange, bool ReusedHttp1) opened)
+    {
+        (_exchange, _reusedHttp1) = opened;
         _requestBody?.Target = _exchange.RequestBody;
     }
 

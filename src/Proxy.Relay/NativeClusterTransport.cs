@@ -89,7 +89,7 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
         };
     }
 
-    public async ValueTask<ForwarderBackendCall> StartAsync(string? destinationId, string destinationPrefix, ForwarderRequestHead head, CancellationToken cancellationToken)
+    public ValueTask<ForwarderBackendCall> StartAsync(string? destinationId, string destinationPrefix, ForwarderRequestHead head, CancellationToken cancellationToken)
     {
         var pool = _pools.GetOrAdd(destinationPrefix, static (prefix, state) => new BackendPool(prefix, state.Self._settings, state.Self._logger, state.Self._time,
             state.Self._connectionMetrics is { } metrics ? new BackendPoolMetrics(metrics, state.Self._clusterId, state.DestinationId ?? prefix) : null,
@@ -111,21 +111,46 @@ internal sealed class NativeClusterTransport : IForwarderClusterTransport
             Headers = head.Headers, // the forwarder is done with it: held, not copied
         };
         var call = new NativeBackendCall(pool, request, ClientExchangeOf(head.HttpContext));
+        // NOTE: not an async method: an open that completes at once (a ready connection, the head written) returns the
+        // call without a state machine; only one that waits goes async.
+        ValueTask open;
         try
         {
-            await call.OpenAsync(cancellationToken).ConfigureAwait(false);
+            open = call.OpenAsync(cancellationToken);
+            if (open.IsCompletedSuccessfully)
+            {
+                open.GetAwaiter().GetResult();
+                return new ValueTask<ForwarderBackendCall>(call);
+            }
         }
-        catch (BackendException ex)
+        catch (Exception ex) when (TransportFailureOf(ex) is { } failure)
         {
-            throw new ForwarderTransportException((ForwarderTransportFailure)ex.Failure, ex.Message, ex.ErrorCode, ex);
+            throw failure;
         }
-        catch (ArgumentException ex)
+        return OpenWaitingAsync(call, open);
+
+        static async ValueTask<ForwarderBackendCall> OpenWaitingAsync(NativeBackendCall call, ValueTask open)
         {
-            // A field we must not send: the forwarder's validation should have caught it; never put it on the wire.
-            throw new ForwarderTransportException(ForwarderTransportFailure.ProtocolError, ex.Message, inner: ex);
+            try
+            {
+                await open.ConfigureAwait(false);
+            }
+            catch (Exception ex) when (TransportFailureOf(ex) is { } failure)
+            {
+                throw failure;
+            }
+            return call;
         }
-        return call;
     }
+
+    /// <summary>What the forwarder is told of an open that failed; null for an exception it takes as it is (a cancellation).</summary>
+    private static ForwarderTransportException? TransportFailureOf(Exception exception) => exception switch
+    {
+        BackendException ex => new ForwarderTransportException((ForwarderTransportFailure)ex.Failure, ex.Message, ex.ErrorCode, ex),
+        // A field we must not send: the forwarder's validation should have caught it; never put it on the wire.
+        ArgumentException ex => new ForwarderTransportException(ForwarderTransportFailure.ProtocolError, ex.Message, inner: ex),
+        _ => null,
+    };
 
     /// <summary>
     /// Our server's exchange behind <paramref name="context"/> while its response body is still the server's own; null on

@@ -90,7 +90,50 @@ public sealed class Http1ClientConnection : IAsyncDisposable
     /// never wait on a head we are still holding. The exception is <see cref="BackendRequest.HeadWaitsForBody"/>: the
     /// relay holds the whole body and flushes it at once, and the head leaves with it (a POST in one write, not two).
     /// </remarks>
-    public async ValueTask<BackendExchange> SendAsync(BackendRequest request, CancellationToken cancellationToken = default)
+    // NOTE: not an async method: a head whose flush completes at once (the socket took it) returns the exchange without a
+    // state machine; only a flush that waits goes async. What fails before the flush faults the task, as it did.
+    public ValueTask<BackendExchange> SendAsync(BackendRequest request, CancellationToken cancellationToken = default)
+    {
+        Http1ClientExchange exchange;
+        try
+        {
+            exchange = Begin(request);
+        }
+        catch (Exception ex)
+        {
+            return ValueTask.FromException<BackendExchange>(ex);
+        }
+        if (request.HasBody && request.HeadWaitsForBody)
+        {
+            return new ValueTask<BackendExchange>(exchange); // the relay's body flush carries the head
+        }
+
+        var flush = exchange.FlushRequestAsync(cancellationToken);
+        if (flush.IsCompletedSuccessfully)
+        {
+            flush.GetAwaiter().GetResult();
+            return new ValueTask<BackendExchange>(exchange);
+        }
+        return FlushWaitingAsync(exchange, flush);
+
+        static async ValueTask<BackendExchange> FlushWaitingAsync(Http1ClientExchange exchange, ValueTask<FlushResult> flush)
+        {
+            try
+            {
+                await flush.ConfigureAwait(false);
+            }
+            catch
+            {
+                // The caller never sees this exchange, so release it here: the connection closes.
+                await exchange.DisposeAsync().ConfigureAwait(false);
+                throw;
+            }
+            return exchange;
+        }
+    }
+
+    /// <summary>The exchange on this connection with the request's head written (not flushed).</summary>
+    private Http1ClientExchange Begin(BackendRequest request)
     {
         ArgumentNullException.ThrowIfNull(request);
         var headLength = Http1RequestHeadWriter.Measure(request, out var framing);
@@ -122,20 +165,6 @@ public sealed class Http1ClientConnection : IAsyncDisposable
         var output = _transport.Output;
         Http1RequestHeadWriter.Write(output.GetSpan(headLength)[..headLength], request, framing);
         output.Advance(headLength);
-        if (request.HasBody && request.HeadWaitsForBody)
-        {
-            return exchange; // the relay's body flush carries the head
-        }
-        try
-        {
-            await exchange.FlushRequestAsync(cancellationToken).ConfigureAwait(false);
-        }
-        catch
-        {
-            // The caller never sees this exchange, so release it here: the connection closes.
-            await exchange.DisposeAsync().ConfigureAwait(false);
-            throw;
-        }
         return exchange;
     }
 
