@@ -180,10 +180,17 @@ internal sealed partial class HttpForwarder
                     // the headers ride with them and a unary call leaves in one write.
                     var trailersOnly = isGrpc && HasField(call.ResponseHeaders, "grpc-status");
                     bool bodyReady;
+                    // The whole body when it is here already and small enough for one chunk: it is copied below without the
+                    // pump (a unary call's response, a small GET's). Held unconsumed until then.
+                    var wholeBody = default(ReadOnlySequence<byte>?);
                     try
                     {
                         bodyReady = call.ResponseBody.TryRead(out var peek);
-                        if (bodyReady)
+                        if (bodyReady && peek.IsCompleted && !peek.IsCanceled && peek.Buffer.Length <= MaxRelayChunk)
+                        {
+                            wholeBody = peek.Buffer;
+                        }
+                        else if (bodyReady)
                         {
                             call.ResponseBody.AdvanceTo(peek.Buffer.Start);
                         }
@@ -211,7 +218,9 @@ internal sealed partial class HttpForwarder
                     }
 
                     // Step 8: the body, pipe to pipe, flushed per read so each SSE event or gRPC message leaves at once.
-                    var (result, copyError) = await PumpResponseBodyAsync(front, call, responseBody, cancellation).ConfigureAwait(false);
+                    var (result, copyError) = wholeBody is { } body
+                        ? CopyWholeResponseBody(front, call, body, responseBody, cancellation)
+                        : await PumpResponseBodyAsync(front, call, responseBody, cancellation).ConfigureAwait(false);
                     if (result == StreamCopyResult.Canceled && cancellation.ShuttingDown)
                     {
                         // An event stream ended for shutdown: the backend's stream is reset, the client's completes normally.
@@ -616,6 +625,45 @@ internal sealed partial class HttpForwarder
         {
             cancelRead.Dispose();
         }
+    }
+
+    /// <summary>
+    /// The pump's last turn for a body that was whole in the backend's reader before the pump would start
+    /// (<paramref name="body"/>, read and not yet consumed): copied into the client's output, which completing the response
+    /// flushes with its end.
+    /// </summary>
+    /// <remarks>
+    /// NOTE: a small response's whole relay then runs without the pump's frame (about 1 KB zeroed per call) and its
+    /// second read of the same bytes. A last chunk is copied, never lent, in the pump too.
+    /// </remarks>
+    private static (StreamCopyResult Result, Exception? Error) CopyWholeResponseBody<TFront>(TFront front, ForwarderBackendCall call,
+        ReadOnlySequence<byte> body, PipeWriter output, ForwardingCancellation activity)
+        where TFront : IForwardingFront
+    {
+        var input = call.ResponseBody;
+        if (activity.Token.IsCancellationRequested)
+        {
+            input.AdvanceTo(body.Start);
+            return (StreamCopyResult.Canceled, new OperationCanceledException(activity.Token));
+        }
+
+        var blockSize = call.ClientResponse?.BlockSize ?? front.ResponseBodyBlockSize;
+        try
+        {
+            foreach (var segment in body)
+            {
+                WriteInBlocks(output, segment.Span, blockSize);
+            }
+        }
+        catch (Exception ex)
+        {
+            input.AdvanceTo(body.End);
+            return (StreamCopyResult.OutputError, ex);
+        }
+
+        input.AdvanceTo(body.End);
+        activity.ResetActivity();
+        return (StreamCopyResult.Success, null);
     }
 
     /// <summary>

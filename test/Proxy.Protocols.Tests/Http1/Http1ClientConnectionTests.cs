@@ -347,6 +347,55 @@ public class Http1ClientConnectionTests
     }
 
     [Fact]
+    public async Task ResponseBody_TryRead_HandsOverWhatIsBuffered()
+    {
+        await using var h = new Http1ClientHarness();
+        var exchange = await h.SendAsync(Http1ClientHarness.Get());
+        await h.RespondAsync("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel");
+        await exchange.ReadResponseHeadAsync(CancellationToken.None);
+        var body = exchange.ResponseBody;
+
+        // Part of the body: handed over, not complete. A peek (nothing consumed) leaves it for the next read.
+        Assert.True(body.TryRead(out var part));
+        Assert.Equal("hel", Encoding.ASCII.GetString(part.Buffer.ToArray()));
+        Assert.False(part.IsCompleted);
+        body.AdvanceTo(part.Buffer.Start, part.Buffer.End);
+        Assert.False(body.TryRead(out _)); // everything buffered was examined: nothing new yet
+
+        // The rest arrives: the whole body in one result, complete (the relay copies such a body without its pump).
+        await h.RespondAsync("lo");
+        var whole = await body.ReadAsync().AsTask().WaitAsync(Http1ClientHarness.Guard);
+        Assert.Equal("hello", Encoding.ASCII.GetString(whole.Buffer.ToArray()));
+        Assert.True(whole.IsCompleted);
+        body.AdvanceTo(whole.Buffer.Start);
+        Assert.True(body.TryRead(out var again));
+        Assert.Equal("hello", Encoding.ASCII.GetString(again.Buffer.ToArray()));
+        Assert.True(again.IsCompleted);
+        Assert.Throws<InvalidOperationException>(() => body.TryRead(out _)); // AdvanceTo first
+        body.AdvanceTo(again.Buffer.End);
+        Assert.True(body.TryRead(out var end) && end.IsCompleted && end.Buffer.IsEmpty);
+        await exchange.DisposeAsync();
+
+        // Chunked: the first chunk's data, not complete; a chunk-size line cut short is no result.
+        var next = await h.SendAsync(Http1ClientHarness.Get());
+        await h.RespondAsync("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n3");
+        await next.ReadResponseHeadAsync(CancellationToken.None);
+        body = next.ResponseBody;
+        Assert.True(body.TryRead(out var chunk));
+        Assert.Equal("hi", Encoding.ASCII.GetString(chunk.Buffer.ToArray()));
+        Assert.False(chunk.IsCompleted);
+        body.AdvanceTo(chunk.Buffer.End);
+        Assert.False(body.TryRead(out _));
+        await h.RespondAsync("\r\nyou\r\n0\r\n\r\n");
+        var rest = await body.ReadAsync().AsTask().WaitAsync(Http1ClientHarness.Guard);
+        Assert.Equal("you", Encoding.ASCII.GetString(rest.Buffer.ToArray()));
+        body.AdvanceTo(rest.Buffer.End);
+        Assert.True((await body.ReadAsync()).IsCompleted);
+        await next.DisposeAsync();
+        Assert.Equal([true, true], h.Released);
+    }
+
+    [Fact]
     public async Task ResponseBody_ChunkSizeLineCutShort_ReadWaitsForTheRest()
     {
         await using var h = new Http1ClientHarness();

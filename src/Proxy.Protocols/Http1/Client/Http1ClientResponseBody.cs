@@ -323,11 +323,23 @@ internal sealed class Http1ClientResponseBody : PipeReader
         return new ReadResult(data, isCanceled: false, isCompleted);
     }
 
+    /// <summary>
+    /// What <see cref="ReadAsync"/> would return at once: the body's bytes already buffered (a small body whole, with
+    /// IsCompleted, so the relay copies it without a pump), the end of the body, or false. Failures throw as a read's do.
+    /// </summary>
     public override bool TryRead(out ReadResult result)
     {
-        // Reads go through ReadAsync (it maps failures); only the end of the body is known synchronously.
-        result = _done && !_readerCompleted ? new ReadResult(default, isCanceled: false, isCompleted: true) : default;
-        return _done && !_readerCompleted;
+        _exchange.ThrowIfFailed();
+        if (!_started || _readerCompleted)
+        {
+            result = default;
+            return false;
+        }
+        if (_inputHeld)
+        {
+            throw new InvalidOperationException("AdvanceTo was not called after the previous read.");
+        }
+        return TryReadWithoutWaiting(out result);
     }
 
     public override void AdvanceTo(SequencePosition consumed) => AdvanceTo(consumed, consumed);
