@@ -583,17 +583,10 @@ internal sealed partial class HttpForwarder
                     continue;
                 }
 
-                try
-                {
-                    foreach (var segment in buffer)
-                    {
-                        WriteInBlocks(output, segment.Span, blockSize);
-                    }
-                }
-                catch (Exception ex)
+                if (CopyInBlocks(output, buffer, blockSize) is { } writeError)
                 {
                     input.AdvanceTo(buffer.End);
-                    return (StreamCopyResult.OutputError, ex);
+                    return (StreamCopyResult.OutputError, writeError);
                 }
 
                 activity.ResetActivity();
@@ -647,23 +640,32 @@ internal sealed partial class HttpForwarder
             return (StreamCopyResult.Canceled, new OperationCanceledException(activity.Token));
         }
 
-        var blockSize = call.ClientResponse?.BlockSize ?? front.ResponseBodyBlockSize;
+        if (CopyInBlocks(output, body, call.ClientResponse?.BlockSize ?? front.ResponseBodyBlockSize) is { } writeError)
+        {
+            input.AdvanceTo(body.End);
+            return (StreamCopyResult.OutputError, writeError);
+        }
+
+        input.AdvanceTo(body.End);
+        activity.ResetActivity();
+        return (StreamCopyResult.Success, null);
+    }
+
+    /// <summary>Copies <paramref name="body"/> into the client's output in its blocks; the write's exception, or null.</summary>
+    private static Exception? CopyInBlocks(PipeWriter output, ReadOnlySequence<byte> body, int blockSize)
+    {
         try
         {
             foreach (var segment in body)
             {
                 WriteInBlocks(output, segment.Span, blockSize);
             }
+            return null;
         }
         catch (Exception ex)
         {
-            input.AdvanceTo(body.End);
-            return (StreamCopyResult.OutputError, ex);
+            return ex;
         }
-
-        input.AdvanceTo(body.End);
-        activity.ResetActivity();
-        return (StreamCopyResult.Success, null);
     }
 
     /// <summary>
