@@ -48,6 +48,12 @@ trap cleanup EXIT
 export DOTNET_CLI_TELEMETRY_OPTOUT=1 ASPNETCORE_ENVIRONMENT=Production
 sed -e "s#@BH1@#19001#g" -e "s#@BH2C@#19002#g" "$ROOT/benchmarks/peers/proxy.json" > "$WORK/proxy.json"
 wait_port() { until (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do sleep 0.2; done; }
+# A port already answering before we start would be measured in place of our side (and its CPU read as 0): refuse.
+for p in 19001 19002 18080 18081 18083 18090 18091 18093 9901 9902; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+    echo "port $p is already in use (a proxy or backend left running?): stop it first" >&2; exit 2
+  fi
+done
 
 setsid dotnet "$LOAD_DLL" serve --server kestrel --urls http://127.0.0.1:19001 --h2c-port 19002 >"$WORK/backend.log" 2>&1 </dev/null &
 PIDS+=($!); BACKEND_PID=$!
