@@ -333,12 +333,11 @@ internal sealed class Http1ClientExchange : BackendExchange, IValueTaskSource
         }
         catch (Exception ex) when (ex is not BackendException)
         {
-            throw Fail(BackendFailure.ConnectionLost, "Reading the response from the backend failed.", ex);
+            throw InputReadFailed(ex);
         }
-        if (read && Failure is not null)
+        if (read)
         {
-            input.AdvanceTo(result.Buffer.Start);
-            ThrowIfFailed();
+            ThrowIfFailedAfterRead(input, result);
         }
         return read;
     }
@@ -358,14 +357,23 @@ internal sealed class Http1ClientExchange : BackendExchange, IValueTaskSource
         }
         catch (Exception ex) when (ex is not BackendException)
         {
-            throw Fail(BackendFailure.ConnectionLost, "Reading the response from the backend failed.", ex);
+            throw InputReadFailed(ex);
         }
+        ThrowIfFailedAfterRead(input, result);
+        return result;
+    }
+
+    private BackendException InputReadFailed(Exception ex) =>
+        Fail(BackendFailure.ConnectionLost, "Reading the response from the backend failed.", ex);
+
+    /// <summary>A failure recorded while the read waited (or before it): the bytes go back unconsumed, the failure is thrown.</summary>
+    private void ThrowIfFailedAfterRead(PipeReader input, in ReadResult result)
+    {
         if (Failure is not null)
         {
             input.AdvanceTo(result.Buffer.Start);
             ThrowIfFailed();
         }
-        return result;
     }
 
     /// <summary>The response body reached its end (and its trailers were read).</summary>
