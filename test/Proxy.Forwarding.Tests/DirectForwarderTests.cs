@@ -108,13 +108,17 @@ public class DirectForwarderTests
 
         (await http.GetAsync("/ok")).Dispose();
         (await http.GetAsync("/bad")).Dispose();
+        listener.RecordObservableInstruments(); // the request counts are read when collected
 
         // Other tests run in parallel with their own meter factories: keep only this proxy's meter.
         var scope = proxy.Services.GetRequiredService<IMeterFactory>();
         lock (measurements)
         {
             measurements.RemoveAll(m => !ReferenceEquals(m.Scope, scope));
-            Assert.Equal(2, measurements.Count(m => m.Instrument == "proxy.forwarding.requests"));
+            var requests = measurements.Where(m => m.Instrument == "proxy.forwarding.requests").ToList();
+            Assert.Equal(2, requests.Sum(m => m.Value)); // one request of each kind, each reported once
+            Assert.Equal(2, requests.Count);
+            Assert.Contains(requests, m => m.ErrorType == "Request" && m.Value == 1);
             Assert.Contains(measurements, m => m.Instrument == "proxy.forwarding.errors" && m.ErrorType == "Request");
         }
 

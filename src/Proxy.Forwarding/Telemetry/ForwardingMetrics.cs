@@ -16,7 +16,11 @@ internal sealed class ForwardingMetrics : IBackendConnectionMetrics
 {
     public const string MeterName = "Proxy.Forwarding";
 
-    private readonly Counter<long> _requests;
+    // NOTE: requests are counted here too, per (route, cluster, status, error), and the meter reads the counts when
+    // collected (an observable counter): a lookup keyed by two strings and an Interlocked add per request, where a
+    // Counter's measurement went through OpenTelemetry's tag-set lookup (three keys and three values hashed and
+    // compared, about 200 ns: one of the three per-request measurements that were 0.7 us of a proxied GET).
+    private readonly ConcurrentDictionary<RequestKey, StrongBox<long>> _requestCounts = new();
     // NOTE: the per-request levels (active requests per cluster and per destination) are counts the meter reads when
     // collected (observable instruments): an Interlocked add per request instead of a measurement delivered to every
     // listener (OpenTelemetry's aggregator and the dashboard's) at its start and end. Entries stay for the process's
@@ -35,7 +39,7 @@ internal sealed class ForwardingMetrics : IBackendConnectionMetrics
     public ForwardingMetrics(IMeterFactory meterFactory)
     {
         var meter = meterFactory.Create(MeterName);
-        _requests = meter.CreateCounter<long>("proxy.forwarding.requests", "{request}", "Requests forwarded (or refused) by the proxy.");
+        meter.CreateObservableCounter("proxy.forwarding.requests", ObserveRequests, "{request}", "Requests forwarded (or refused) by the proxy.");
         meter.CreateObservableUpDownCounter("proxy.forwarding.active_requests", ObserveActive, "{request}", "Requests being forwarded now.");
         _duration = meter.CreateHistogram<double>("proxy.forwarding.request.duration", "s", "Time from the start of forwarding to the end of the response.");
         _errors = meter.CreateCounter<long>("proxy.forwarding.errors", "{error}", "Forwarding failures by kind (error.type).");
@@ -54,6 +58,27 @@ internal sealed class ForwardingMetrics : IBackendConnectionMetrics
     /// <summary>One destination's instruments, to be kept on its state (the same object for the same ids, across reloads).</summary>
     public DestinationMetrics ForDestination(string clusterId, string destinationId) =>
         _destinations.GetOrAdd((clusterId, destinationId), static (key, self) => new(key.Cluster, key.Destination, self._queueLength, self._queueDuration), this);
+
+    private IEnumerable<Measurement<long>> ObserveRequests()
+    {
+        foreach (var (key, count) in _requestCounts)
+        {
+            var tags = new TagList
+            {
+                { "proxy.route", key.Route },
+                { "proxy.cluster", key.Cluster },
+                { "http.response.status_code", BoxedStatus(key.StatusCode) },
+            };
+            if (key.Error != ForwarderError.None)
+            {
+                tags.Add("error.type", key.Error.ToString());
+            }
+            yield return new(Volatile.Read(ref count.Value), tags);
+        }
+    }
+
+    /// <summary>One counted kind of request: the tags of <c>proxy.forwarding.requests</c>.</summary>
+    private readonly record struct RequestKey(string? Route, string? Cluster, int StatusCode, ForwarderError Error);
 
     private IEnumerable<Measurement<long>> ObserveActive()
     {
@@ -139,7 +164,8 @@ internal sealed class ForwardingMetrics : IBackendConnectionMetrics
             _errors.Add(1, tags);
         }
 
-        _requests.Add(1, tags);
+        var count = _requestCounts.GetOrAdd(new RequestKey(route, cluster, statusCode, error), static _ => new StrongBox<long>());
+        Interlocked.Increment(ref count.Value);
         _duration.Record(Stopwatch.GetElapsedTime(started.StartTimestamp).TotalSeconds, tags);
         Interlocked.Decrement(ref started.Active.Value);
     }
