@@ -68,7 +68,9 @@ internal sealed class EncoderDynamicTable
         {
             ref Entry entry = ref entries[position];
             position = position == 0 ? entries.Length - 1 : position - 1;
-            if (entry.Name.Length != nameLength || !string.Equals(entry.Name, name, StringComparison.Ordinal))
+            // NOTE: the lengths are the entry's own copies: a scan that read them from the strings loaded every entry's
+            // name (cold on a busy proxy: the table was last touched a stream ago) to skip it.
+            if (entry.NameLength != nameLength || !string.Equals(entry.Name, name, StringComparison.Ordinal))
             {
                 continue;
             }
@@ -78,7 +80,7 @@ internal sealed class EncoderDynamicTable
                 nameIndex = index;
             }
 
-            if (entry.Value.Length == valueLength && string.Equals(entry.Value, value, StringComparison.Ordinal))
+            if (entry.ValueLength == valueLength && string.Equals(entry.Value, value, StringComparison.Ordinal))
             {
                 return index;
             }
@@ -120,7 +122,7 @@ internal sealed class EncoderDynamicTable
         while (_count > 0 && (long)Size + incoming > MaxSize)
         {
             ref Entry oldest = ref _entries[_oldest];
-            Size -= oldest.Name.Length + oldest.Value.Length + DecoderDynamicTable.EntryOverhead;
+            Size -= oldest.NameLength + oldest.ValueLength + DecoderDynamicTable.EntryOverhead;
             oldest = default;
             _oldest = _oldest + 1 == _entries.Length ? 0 : _oldest + 1;
             _count--;
@@ -143,5 +145,7 @@ internal sealed class EncoderDynamicTable
     {
         public string Name = name;
         public string Value = value;
+        public int NameLength = name.Length;
+        public int ValueLength = value.Length;
     }
 }
