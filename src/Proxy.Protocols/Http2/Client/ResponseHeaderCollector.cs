@@ -16,7 +16,7 @@ internal sealed class ResponseHeaderCollector : IHpackHeaderHandler
     private readonly int _maxCount;
     private bool _isTrailers;
     private bool _seenRegular;
-    private readonly List<KeyValuePair<string, string>> _previousFields = new();
+    private List<KeyValuePair<string, string>> _previousFields = new();
 
     public ResponseHeaderCollector(int maxListSize, int maxCount)
     {
@@ -27,7 +27,7 @@ internal sealed class ResponseHeaderCollector : IHpackHeaderHandler
     /// <summary>:status, or -1 when absent.</summary>
     public int Status { get; private set; } = -1;
     public long? ContentLength { get; private set; }
-    public List<KeyValuePair<string, string>> Fields { get; } = new();
+    public List<KeyValuePair<string, string>> Fields { get; private set; } = new();
     public long ListSize { get; private set; }
     public int FieldCount { get; private set; }
     public string? MalformedToken { get; private set; }
@@ -37,8 +37,9 @@ internal sealed class ResponseHeaderCollector : IHpackHeaderHandler
     {
         if (!_isTrailers && Fields.Count > 0)
         {
-            _previousFields.Clear();
-            _previousFields.AddRange(Fields);
+            // The last head's list becomes the previous one and the older list is reused (cleared below): no copy. Only
+            // the read loop reads Fields, and only before the next Reset (the stream copies what it keeps).
+            (_previousFields, Fields) = (Fields, _previousFields);
         }
         _isTrailers = isTrailers;
         _seenRegular = false;
