@@ -276,6 +276,43 @@ public class FeatureMappingTests
     }
 
     [Fact]
+    public async Task HandleAsync_BodyAlreadyHere_ReadCompletesAtOnce_AndAnOverLimitReadFaultsItsTaskInsteadOfThrowing()
+    {
+        var exchange = Exchange("POST", "/", hasBody: true, contentLength: 100);
+        await exchange.RequestBodyWriter.WriteAsync(new byte[100]);
+        await exchange.RequestBodyWriter.CompleteAsync();
+        var completedAtOnce = false;
+        long length = -1;
+        var faultedNotThrown = false;
+
+        await RunAsync(exchange, async context =>
+        {
+            var reader = context.Request.BodyReader;
+            var read = reader.ReadAsync();
+            completedAtOnce = read.IsCompletedSuccessfully;
+            var result = await read;
+            length = result.Buffer.Length;
+            reader.AdvanceTo(result.Buffer.End);
+        });
+
+        var limited = Exchange("POST", "/", hasBody: true, contentLength: 100);
+        await limited.RequestBodyWriter.WriteAsync(new byte[100]);
+        await limited.RequestBodyWriter.CompleteAsync();
+        await RunAsync(limited, async context =>
+        {
+            context.Features.Get<IHttpMaxRequestBodySizeFeature>()!.MaxRequestBodySize = 10;
+            var read = context.Request.BodyReader.ReadAsync(); // must not throw here: the 413 is in the task
+            faultedNotThrown = read.IsFaulted;
+            await read;
+        });
+
+        Assert.True(completedAtOnce);
+        Assert.Equal(100, length);
+        Assert.True(faultedNotThrown);
+        Assert.Equal(413, limited.StatusAtStart);
+    }
+
+    [Fact]
     public async Task HandleAsync_StreamedBodyOverLimit_413AndLimitReadOnlyAfterRead()
     {
         var exchange = Exchange("POST", "/", hasBody: true); // No content-length: counted as it arrives.

@@ -278,10 +278,37 @@ internal sealed partial class Http2Stream
             _stream.OnRequestBodyAbandoned();
         }
 
-        [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
-        public override async ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
+        // NOTE: not an async method: a read the pipe completes at once (a body that is here already, as a small
+        // request's is) returns without a state machine; only a read that waits goes through ReadPendingAsync.
+        public override ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
         {
-            var result = await _inner.ReadAsync(cancellationToken);
+            ValueTask<ReadResult> read;
+            try
+            {
+                read = _inner.ReadAsync(cancellationToken);
+            }
+            catch (OperationCanceledException oce)
+            {
+                // canceled, not faulted, as an async method's task would be
+                return new ValueTask<ReadResult>(Task.FromCanceled<ReadResult>(oce.CancellationToken.IsCancellationRequested ? oce.CancellationToken : new CancellationToken(true)));
+            }
+            catch (Exception ex)
+            {
+                return ValueTask.FromException<ReadResult>(ex); // as an async method would: in the task, not thrown
+            }
+            if (!read.IsCompletedSuccessfully)
+            {
+                return ReadPendingAsync(read);
+            }
+            var result = read.Result;
+            _lastBuffer = result.Buffer;
+            return new ValueTask<ReadResult>(result);
+        }
+
+        [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
+        private async ValueTask<ReadResult> ReadPendingAsync(ValueTask<ReadResult> read)
+        {
+            var result = await read;
             _lastBuffer = result.Buffer;
             return result;
         }

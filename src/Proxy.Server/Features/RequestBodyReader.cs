@@ -31,13 +31,30 @@ internal sealed class RequestBodyReader(HttpExchange exchange) : PipeReader
         _consumed = 0;
     }
 
-    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
-    public override async ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
+    // NOTE: not an async method: a read the exchange completes at once (a small body already received) returns without a
+    // state machine; only a read that waits goes through ReadPendingAsync. What throws here (the 413 included) is in the
+    // returned task, as it was.
+    public override ValueTask<ReadResult> ReadAsync(CancellationToken cancellationToken = default)
     {
-        OnReading();
-        var result = await Inner.ReadAsync(cancellationToken).ConfigureAwait(false);
-        return Observe(result);
+        try
+        {
+            OnReading();
+            var read = Inner.ReadAsync(cancellationToken);
+            return read.IsCompletedSuccessfully ? new ValueTask<ReadResult>(Observe(read.Result)) : ReadPendingAsync(read);
+        }
+        catch (OperationCanceledException oce)
+        {
+            // canceled, not faulted, as an async method's task would be
+            return new ValueTask<ReadResult>(Task.FromCanceled<ReadResult>(oce.CancellationToken.IsCancellationRequested ? oce.CancellationToken : new CancellationToken(true)));
+        }
+        catch (Exception ex)
+        {
+            return ValueTask.FromException<ReadResult>(ex);
+        }
     }
+
+    [AsyncMethodBuilder(typeof(PoolingAsyncValueTaskMethodBuilder<>))]
+    private async ValueTask<ReadResult> ReadPendingAsync(ValueTask<ReadResult> read) => Observe(await read.ConfigureAwait(false));
 
     public override bool TryRead(out ReadResult result)
     {
