@@ -304,7 +304,37 @@ internal sealed partial class HttpForwarder
     private const long MaxPrebufferedBody = 64 * 1024;
 
     /// <summary>Waits until the whole declared body arrived, without consuming it. False when reading it failed (malformed, reset).</summary>
-    private static async ValueTask<bool> PrebufferDeclaredBodyAsync(PipeReader reader, long declared, ForwardingCancellation cancellation)
+    /// <remarks>
+    /// NOTE: not an async method on the common path: a small body usually arrived with its head, and a read that finds it
+    /// whole returns at once; only a body still arriving (or a reader that must start with an await, HTTP/1.1's 100
+    /// Continue) goes through <see cref="PrebufferWaitingAsync"/>.
+    /// </remarks>
+    private static ValueTask<bool> PrebufferDeclaredBodyAsync(PipeReader reader, long declared, ForwardingCancellation cancellation)
+    {
+        if (cancellation.Token.IsCancellationRequested)
+        {
+            return PrebufferWaitingAsync(reader, declared, cancellation); // its read fails at once, as it did
+        }
+
+        ReadResult read;
+        try
+        {
+            if (!reader.TryRead(out read))
+            {
+                return PrebufferWaitingAsync(reader, declared, cancellation);
+            }
+        }
+        catch (Exception)
+        {
+            return new ValueTask<bool>(false);
+        }
+
+        var complete = read.IsCompleted || read.Buffer.Length > declared;
+        reader.AdvanceTo(read.Buffer.Start, read.Buffer.End);
+        return complete ? new ValueTask<bool>(true) : PrebufferWaitingAsync(reader, declared, cancellation);
+    }
+
+    private static async ValueTask<bool> PrebufferWaitingAsync(PipeReader reader, long declared, ForwardingCancellation cancellation)
     {
         while (true)
         {
