@@ -208,12 +208,15 @@ internal sealed class Http1RequestBody : PipeReader
 
     private bool TryReadDirect(out ReadResult result)
     {
-        if (_appCompleted || _inputHeld || !_started)
+        if (_appCompleted || _inputHeld || (!_started && _exchange.Head.ExpectContinue))
         {
             // Starting needs an await (100 Continue); the next ReadAsync will do it.
             result = default;
             return false;
         }
+        // NOTE: a body whose client expects no 100 starts here as in ReadAsync (nothing to send first), so a small body
+        // that came with its head is taken without an await (the forwarder's prebuffer tries this before it waits).
+        _started = true;
         if (_remaining == 0)
         {
             result = new ReadResult(default, isCanceled: false, isCompleted: true);

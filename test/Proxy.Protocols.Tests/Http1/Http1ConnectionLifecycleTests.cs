@@ -276,6 +276,42 @@ public class Http1ConnectionLifecycleTests
     }
 
     [Fact]
+    public async Task TryRead_BodyCameWithItsHead_TakenWithoutAnAwait()
+    {
+        await using var h = new Http1Harness(async e =>
+        {
+            var took = e.RequestBody.TryRead(out var read);
+            var text = took ? Encoding.ASCII.GetString(read.Buffer) : "";
+            if (took)
+            {
+                e.RequestBody.AdvanceTo(read.Buffer.End);
+            }
+            await e.WriteAsync($"{took}:{text}");
+        });
+        await h.SendAsync("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello");
+
+        Assert.Equal("True:hello", (await h.ReadResponseAsync()).Body);
+    }
+
+    [Fact]
+    public async Task ExpectContinue_TryRead_TakesNothingAndSendsNoContinue_TheReadThenDoes()
+    {
+        var tried = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var h = new Http1Harness(async e =>
+        {
+            tried.SetResult(e.RequestBody.TryRead(out _));
+            var body = await e.ReadBodyAsync();
+            await e.WriteAsync(body.ToUpperInvariant());
+        });
+        await h.SendAsync("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+
+        Assert.False(await tried.Task.WaitAsync(Guard)); // starting this body owes the client a 100: only a read does that
+        Assert.Equal(100, (await h.ReadResponseAsync()).Status);
+        await h.SendAsync("hello");
+        Assert.Equal("HELLO", (await h.ReadResponseAsync()).Body);
+    }
+
+    [Fact]
     public async Task ExpectContinue_AppRespondsWithoutReading_NoContinueAndClose()
     {
         await using var h = new Http1Harness(e => { e.StatusCode = 401; return Task.CompletedTask; });
