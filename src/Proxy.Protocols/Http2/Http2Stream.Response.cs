@@ -287,11 +287,6 @@ internal sealed partial class Http2Stream
             {
                 read = _inner.ReadAsync(cancellationToken);
             }
-            catch (OperationCanceledException oce)
-            {
-                // canceled, not faulted, as an async method's task would be
-                return new ValueTask<ReadResult>(Task.FromCanceled<ReadResult>(oce.CancellationToken.IsCancellationRequested ? oce.CancellationToken : new CancellationToken(true)));
-            }
             catch (Exception ex)
             {
                 return ValueTask.FromException<ReadResult>(ex); // as an async method would: in the task, not thrown

@@ -42,11 +42,6 @@ internal sealed class RequestBodyReader(HttpExchange exchange) : PipeReader
             var read = Inner.ReadAsync(cancellationToken);
             return read.IsCompletedSuccessfully ? new ValueTask<ReadResult>(Observe(read.Result)) : ReadPendingAsync(read);
         }
-        catch (OperationCanceledException oce)
-        {
-            // canceled, not faulted, as an async method's task would be
-            return new ValueTask<ReadResult>(Task.FromCanceled<ReadResult>(oce.CancellationToken.IsCancellationRequested ? oce.CancellationToken : new CancellationToken(true)));
-        }
         catch (Exception ex)
         {
             return ValueTask.FromException<ReadResult>(ex);
