@@ -18,7 +18,8 @@ namespace Proxy.Protocols.Http1;
 /// overlap because the loop awaits the handler and the drain before it reads again.
 ///
 /// Disconnect watch for a request without a body: before the handler runs, the loop starts the
-/// read it would make for the next head anyway and only registers a callback on it (<see cref="InputWatch"/>).
+/// read it would make for the next head anyway and only registers a callback on it (<see cref="InputWatch"/>). A
+/// Content-Length body starts the same watch once the app has read it to its end (<see cref="WatchAfterBody"/>).
 /// If the client closes while the handler runs, the callback fires RequestAborted; otherwise the
 /// read completes when the next request arrives, and the loop takes its result as the first read
 /// of that head. Nothing is cancelled when the app finishes, so no wake-up is on the critical path.
@@ -354,6 +355,16 @@ public sealed class Http1Connection
         }
     }
 
+    /// <summary>
+    /// Starts the disconnect watch for <paramref name="exchange"/> once its Content-Length body has been read to its end
+    /// (called by the body on the app's last AdvanceTo, while the loop awaits the handler): as for a request without a
+    /// body, the watch's pending read fires RequestAborted if the client closes, and becomes the next head's first read.
+    /// </summary>
+    internal void WatchAfterBody(Http1Exchange exchange) => (_watch ??= new InputWatch(this)).Start(exchange);
+
+    /// <summary>The disconnect watch holds a read (pending or done) the loop has not taken yet (tests).</summary>
+    internal bool IsWatchOutstanding => _watch is { IsOutstanding: true };
+
     /// <summary>Reads the transport input (for the body pump), swallowing stray CancelPendingRead wake-ups.</summary>
     internal async ValueTask<ReadResult> ReadInputAsync()
     {
@@ -481,12 +492,13 @@ public sealed class Http1Connection
     }
 
     /// <summary>
-    /// The disconnect watch of a request without a body: one pending read of the input with a callback
-    /// instead of an awaiting task. Its result is kept for the loop (<see cref="TakeAsync"/>), which
-    /// parses the next head from it. One per connection, reused.
+    /// The disconnect watch of a request without a body, or of one whose Content-Length body was read: one pending read
+    /// of the input with a callback instead of an awaiting task. Its result is kept for the loop (<see cref="TakeAsync"/>),
+    /// which parses the next head from it. One per connection, reused.
     /// </summary>
-    // Start and TakeAsync are called by the connection loop only; the callback runs on the pipe's reader
-    // scheduler while the loop runs the handler or awaits TakeAsync, never both at once for one read.
+    // Start is called by the connection loop (no body) or by the app's last read of a Content-Length body (while the loop
+    // awaits the handler, which orders it before the loop's TakeAsync); the callback runs on the pipe's reader scheduler
+    // while the loop runs the handler or awaits TakeAsync, never both at once for one read.
     private sealed class InputWatch : IValueTaskSource<ReadResult>
     {
         private readonly Http1Connection _connection;

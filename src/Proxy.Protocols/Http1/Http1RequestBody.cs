@@ -18,7 +18,8 @@ namespace Proxy.Protocols.Http1;
 ///
 /// After the body ends the pump keeps a read pending on the transport, so a client that closes
 /// the connection mid-response fires <see cref="HttpExchange.RequestAborted"/> (SSE). It stops at
-/// the first byte of a pipelined request, which it leaves unread.
+/// the first byte of a pipelined request, which it leaves unread. A direct body hands that watch to the connection's
+/// (<see cref="Http1Connection.WatchAfterBody"/>).
 /// </summary>
 // Owned by the app (reader side) and the pump task (transport side); they meet only in the inner pipe. Direct
 // (Content-Length): the app reads the transport itself until the body's end, then the disconnect watch takes over.
@@ -293,8 +294,10 @@ internal sealed class Http1RequestBody : PipeReader
         }
         if (_remaining == 0 && !_appCompleted)
         {
-            // The body is read: watch for the client closing while the app still responds, as the pump does.
-            _pump ??= MonitorAsync();
+            // The body is read: watch for the client closing while the app still responds. NOTE: the connection's watch
+            // (one pending read with a callback, its result the next head's first read), not a task of our own: that was
+            // a task and a read per request, and a cancel and a read again for the next head (2% of a proxied POST).
+            _connection.WatchAfterBody(_exchange);
         }
     }
 

@@ -459,19 +459,48 @@ public class Http1ConnectionLifecycleTests
         // The body was read, so the connection watches the input for the client leaving; the request asked for the
         // connection to close, so there is no drain to take the input back. The watch's read must end before the input is
         // completed (its blocks go back to the pool then), not linger on a completed reader.
-        var body = new TaskCompletionSource<Http1RequestBody>(TaskCreationOptions.RunContinuationsAsynchronously);
-        await using var h = new Http1Harness(async e =>
+        var watching = new TaskCompletionSource<(bool Watch, bool Pump)>(TaskCreationOptions.RunContinuationsAsynchronously);
+        Http1Harness? harness = null;
+        await using var h = harness = new Http1Harness(async e =>
         {
             var result = await e.RequestBody.ReadAsync();
             Assert.True(result.IsCompleted);
             e.RequestBody.AdvanceTo(result.Buffer.End);
-            body.SetResult(((Http1Exchange)e).Body!);
+            // The direct body hands the watch to the connection's own (one pending read, no task of the body's).
+            watching.SetResult((harness!.Connection.IsWatchOutstanding, ((Http1Exchange)e).Body!.Pump is not null));
             await e.WriteAsync("done");
         });
         await h.SendAsync("POST /p HTTP/1.1\r\nHost: h\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello");
 
         Assert.Equal("done", (await h.ReadResponseAsync()).Body);
-        await AssertPumpEndedWithTheConnectionAsync(h, body.Task, "the disconnect watch still reads the input the connection completed");
+        Assert.Equal((true, false), await watching.Task.WaitAsync(Guard));
+        await h.Processing.WaitAsync(Guard);
+        Assert.False(h.Connection.IsWatchOutstanding, "the disconnect watch still reads the input the connection completed");
+    }
+
+    [Fact]
+    public async Task ContentLengthBody_ReadWhole_NextRequestOnTheConnection_IsServedFromTheWatchRead()
+    {
+        // The watch's read after a Content-Length body becomes the next head's first read: a second POST and a GET on the
+        // same connection are both served, in order, and each body arrives whole.
+        var bodies = new List<string>();
+        await using var h = new Http1Harness(async e =>
+        {
+            var body = await e.ReadBodyAsync();
+            lock (bodies)
+            {
+                bodies.Add(body);
+            }
+            await e.WriteAsync("got:" + body);
+        });
+        await h.SendAsync("POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello");
+        Assert.Equal("got:hello", (await h.ReadResponseAsync()).Body);
+
+        await h.SendAsync("POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 6\r\n\r\nworld!");
+        Assert.Equal("got:world!", (await h.ReadResponseAsync()).Body);
+        await h.SendAsync("GET /c HTTP/1.1\r\nHost: h\r\n\r\n");
+        Assert.Equal("got:", (await h.ReadResponseAsync()).Body);
+        Assert.Equal(["hello", "world!", ""], bodies);
     }
 
     [Fact]
