@@ -4,61 +4,24 @@ namespace Proxy.Codecs.Http1;
 internal static class Http1Chars
 {
     // tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA
-    private static readonly bool[] s_tchar = BuildTchar();
+    // NOTE: the checks below are vectorized searches (SearchValues), not a loop over the bytes: a request head's longer
+    // values (User-Agent, Accept, Cookie) made the byte loops a third of a head's parse (ParseGet 713 ns, session 35).
+    private static readonly SearchValues<byte> s_tchar =
+        SearchValues.Create("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"u8);
 
-    private static bool[] BuildTchar()
-    {
-        var table = new bool[256];
-        foreach (var c in "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-        {
-            table[c] = true;
-        }
-        return table;
-    }
+    // What a field value may not hold: the CTLs but HTAB (NUL, CR and LF among them), and DEL.
+    private static readonly SearchValues<byte> s_invalidInValue = SearchValues.Create(
+        "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x0A\x0B\x0C\x0D\x0E\x0F\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1A\x1B\x1C\x1D\x1E\x1F\x7F"u8);
 
-    public static bool IsTchar(byte b) => s_tchar[b];
+    public static bool IsTchar(byte b) => s_tchar.Contains(b);
 
-    public static bool IsToken(ReadOnlySpan<byte> span)
-    {
-        if (span.IsEmpty)
-        {
-            return false;
-        }
-        foreach (var b in span)
-        {
-            if (!s_tchar[b])
-            {
-                return false;
-            }
-        }
-        return true;
-    }
+    public static bool IsToken(ReadOnlySpan<byte> span) => !span.IsEmpty && !span.ContainsAnyExcept(s_tchar);
 
     /// <summary>field-vchar / SP / HTAB: VCHAR, obs-text (0x80-0xFF), SP, HTAB. Rejects NUL, CR, LF, DEL and other CTLs.</summary>
-    public static bool IsValidFieldValue(ReadOnlySpan<byte> value)
-    {
-        foreach (var b in value)
-        {
-            if ((b < 0x20 && b != (byte)'\t') || b == 0x7F)
-            {
-                return false;
-            }
-        }
-        return true;
-    }
+    public static bool IsValidFieldValue(ReadOnlySpan<byte> value) => !value.ContainsAny(s_invalidInValue);
 
     /// <summary>request-target bytes: visible US-ASCII only (no SP, CTL or non-ASCII; RFC 3986 has no others).</summary>
-    public static bool IsValidTarget(ReadOnlySpan<byte> target)
-    {
-        foreach (var b in target)
-        {
-            if (b <= 0x20 || b >= 0x7F)
-            {
-                return false;
-            }
-        }
-        return true;
-    }
+    public static bool IsValidTarget(ReadOnlySpan<byte> target) => !target.ContainsAnyExceptInRange((byte)0x21, (byte)0x7E);
 
     public static bool IsOws(byte b) => b == (byte)' ' || b == (byte)'\t';
 

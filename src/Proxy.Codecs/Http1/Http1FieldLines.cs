@@ -11,39 +11,61 @@ namespace Proxy.Codecs.Http1;
 internal static class Http1FieldLines
 {
     /// <summary>
-    /// Scans (without side effects) for the empty line that ends a field section starting at
-    /// <paramref name="reader"/>. False when the section is incomplete; throws 431 once the section
-    /// is known to exceed the limits, so a client cannot make us buffer without bound.
+    /// Scans (without side effects) for the empty line that ends a field section starting at the start of
+    /// <paramref name="span"/>: the offset just past that line, or -1 when the section is incomplete. Throws 431 once the
+    /// section is known to exceed the limits, so a client cannot make us buffer without bound.
     /// </summary>
-    public static bool TryFindSectionEnd(SequenceReader<byte> reader, int maxTotalSize, int maxCount, Http1Section section = Http1Section.RequestHeaders)
+    public static int FindSectionEnd(ReadOnlySpan<byte> span, int maxTotalSize, int maxCount, Http1Section section = Http1Section.RequestHeaders)
     {
-        var start = reader.Consumed;
         var count = 0;
+        var position = 0;
         while (true)
         {
-            var lineStart = reader.Consumed;
-            if (!reader.TryAdvanceTo((byte)'\n'))
+            var lineLength = span[position..].IndexOf((byte)'\n');
+            if (lineLength < 0)
             {
-                if (reader.Consumed - start + reader.Remaining > maxTotalSize)
+                if (span.Length > maxTotalSize)
                 {
                     throw new Http1ParseException(431, TooLarge(section));
                 }
-                return false;
+                return -1;
             }
-            if (reader.Consumed - start > maxTotalSize)
+            position += lineLength + 1;
+            if (position > maxTotalSize)
             {
                 throw new Http1ParseException(431, TooLarge(section));
             }
-            var lineLength = reader.Consumed - lineStart - 1;
             if (lineLength <= 1)
             {
                 // "" (bare LF, rejected by the parser) or "\r": the end of the section.
-                return true;
+                return position;
             }
             if (++count > maxCount)
             {
                 throw new Http1ParseException(431, TooMany(section));
             }
+        }
+    }
+
+    /// <summary>As <see cref="FindSectionEnd"/>, for a section starting at <paramref name="reader"/>: false when incomplete.</summary>
+    public static bool TryFindSectionEnd(SequenceReader<byte> reader, int maxTotalSize, int maxCount, Http1Section section = Http1Section.RequestHeaders)
+    {
+        var unread = reader.UnreadSequence;
+        if (unread.IsSingleSegment)
+        {
+            return FindSectionEnd(unread.FirstSpan, maxTotalSize, maxCount, section) >= 0;
+        }
+        // NOTE: a copy of at most one byte past the limit: its scan ends, or throws, exactly where that of the whole would.
+        var length = checked((int)Math.Min(unread.Length, (long)maxTotalSize + 1));
+        var copy = ArrayPool<byte>.Shared.Rent(length);
+        try
+        {
+            unread.Slice(0, length).CopyTo(copy);
+            return FindSectionEnd(copy.AsSpan(0, length), maxTotalSize, maxCount, section) >= 0;
+        }
+        finally
+        {
+            ArrayPool<byte>.Shared.Return(copy);
         }
     }
 
@@ -90,12 +112,34 @@ internal static class Http1FieldLines
             line.CopyTo(scratch);
             span = scratch.AsSpan(0, length);
         }
+        return WithoutCr(span);
+    }
+
+    /// <summary>
+    /// Reads the line at <paramref name="offset"/> of <paramref name="span"/>, known to be complete, and returns it without
+    /// its CRLF; <paramref name="offset"/> moves past its LF.
+    /// </summary>
+    public static ReadOnlySpan<byte> ReadLine(ReadOnlySpan<byte> span, ref int offset)
+    {
+        var rest = span[offset..];
+        var length = rest.IndexOf((byte)'\n');
+        if (length < 0)
+        {
+            throw new InvalidOperationException("ReadLine called on an incomplete line.");
+        }
+        offset += length + 1;
+        return WithoutCr(rest[..length]);
+    }
+
+    /// <summary>A line without its LF: without its CR too, which must be there.</summary>
+    private static ReadOnlySpan<byte> WithoutCr(ReadOnlySpan<byte> line)
+    {
         // RFC 9112 §2.2: lines end with CRLF; see the NOTE on bare LF above.
-        if (span.IsEmpty || span[^1] != (byte)'\r')
+        if (line.IsEmpty || line[^1] != (byte)'\r')
         {
             throw Http1ParseException.BadRequest("Bare LF line terminator");
         }
-        return span[..^1];
+        return line[..^1];
     }
 
     /// <summary>field-line = field-name ":" OWS field-value OWS (RFC 9112 §5).</summary>
@@ -138,17 +182,6 @@ internal static class Http1FieldLines
     /// <summary>Parses a complete field section (located by <see cref="TryFindSectionEnd"/>) into <paramref name="sink"/>, consuming the empty line.</summary>
     public static void ParseSection(ref SequenceReader<byte> reader, IHttp1FieldSink? sink, ref byte[]? scratch)
     {
-        var none = default(NoObserver);
-        ParseSection(ref reader, sink, ref none, ref scratch);
-    }
-
-    /// <summary>
-    /// Parses a complete field section, showing each field to <paramref name="observer"/> (a head's framing state)
-    /// before <paramref name="sink"/>, so an invalid framing field throws before the sink sees it.
-    /// </summary>
-    public static void ParseSection<TObserver>(ref SequenceReader<byte> reader, IHttp1FieldSink? sink, ref TObserver observer, ref byte[]? scratch)
-        where TObserver : struct, IHttp1FieldObserver
-    {
         while (true)
         {
             var line = ReadLine(ref reader, ref scratch);
@@ -157,15 +190,29 @@ internal static class Http1FieldLines
                 return;
             }
             ParseFieldLine(line, out var name, out var value);
-            observer.Observe(name, value);
             sink?.OnField(name, value);
         }
     }
 
-    private struct NoObserver : IHttp1FieldObserver
+    /// <summary>
+    /// Parses the complete field section at <paramref name="offset"/> of <paramref name="span"/> (located by
+    /// <see cref="FindSectionEnd"/>), showing each field to <paramref name="observer"/> (a head's framing state) before
+    /// <paramref name="sink"/>, so an invalid framing field throws before the sink sees it. <paramref name="offset"/> moves
+    /// past the empty line.
+    /// </summary>
+    public static void ParseSection<TObserver>(ReadOnlySpan<byte> span, ref int offset, IHttp1FieldSink? sink, ref TObserver observer)
+        where TObserver : struct, IHttp1FieldObserver
     {
-        public readonly void Observe(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
+        while (true)
         {
+            var line = ReadLine(span, ref offset);
+            if (line.IsEmpty)
+            {
+                return;
+            }
+            ParseFieldLine(line, out var name, out var value);
+            observer.Observe(name, value);
+            sink?.OnField(name, value);
         }
     }
 

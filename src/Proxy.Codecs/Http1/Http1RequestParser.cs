@@ -3,7 +3,7 @@ using System.Text;
 namespace Proxy.Codecs.Http1;
 
 /// <summary>
-/// Strict RFC 9112 request-head parser over <see cref="ReadOnlySequence{T}"/>. Stateless: each call
+/// Strict RFC 9112 request-head parser over <see cref="ReadOnlySequence{T}"/> (parsed as one span). Stateless: each call
 /// looks at the buffer from its start. Nothing reaches the sink until the whole head (request line
 /// through the empty line) has arrived, so a partial head returns false without side effects and
 /// the caller retries with more bytes; the limits are enforced before the head is complete.
@@ -22,68 +22,97 @@ public static class Http1RequestParser
         out Http1RequestHead head,
         out SequencePosition consumed)
     {
-        head = default;
-        consumed = buffer.Start;
-        var reader = new SequenceReader<byte>(buffer);
-
-        // RFC 9112 §2.2: "a server that is expecting to receive and parse a request-line SHOULD
-        // ignore at least one empty line (CRLF) received prior to the request-line."
-        while (reader.TryPeek(out var first) && first == (byte)'\r')
+        // NOTE: parsed as one span: the first segment when it holds the whole head (nearly always), else a copy of as
+        // much of the buffer as the limits let a head be. What the first segment alone shows is what the whole buffer
+        // shows (a complete head, or an error: a limit a part already exceeds, the whole exceeds too); only "incomplete"
+        // needs the rest. The SequenceReader pass this replaced cost ~100 ns per field (session 35).
+        int used;
+        if (TryParseHead(buffer.FirstSpan, sink, limits, out head, out used))
         {
-            if (!reader.TryPeek(1, out var second))
+            consumed = buffer.GetPosition(used);
+            return true;
+        }
+        consumed = buffer.Start;
+        if (buffer.IsSingleSegment)
+        {
+            return false;
+        }
+        // Leading empty lines, the request line and the field section, each at its limit and a little past it: a copy this
+        // long ends (or throws) where the whole buffer would.
+        var bound = 2L * (limits.MaxRequestLineSize + 2) + limits.MaxHeadersTotalSize + 2;
+        var length = checked((int)Math.Min(buffer.Length, bound));
+        var copy = ArrayPool<byte>.Shared.Rent(length);
+        try
+        {
+            buffer.Slice(0, length).CopyTo(copy);
+            if (!TryParseHead(copy.AsSpan(0, length), sink, limits, out head, out used))
             {
                 return false;
             }
-            if (second != (byte)'\n')
+            consumed = buffer.GetPosition(used);
+            return true;
+        }
+        finally
+        {
+            ArrayPool<byte>.Shared.Return(copy);
+        }
+    }
+
+    /// <summary>As above, over one span: <paramref name="consumed"/> is the head's length (with leading empty lines).</summary>
+    private static bool TryParseHead(ReadOnlySpan<byte> span, IHttp1RequestSink sink, Http1ParserLimits limits, out Http1RequestHead head, out int consumed)
+    {
+        head = default;
+        consumed = 0;
+        var position = 0;
+
+        // RFC 9112 §2.2: "a server that is expecting to receive and parse a request-line SHOULD
+        // ignore at least one empty line (CRLF) received prior to the request-line."
+        while (position < span.Length && span[position] == (byte)'\r')
+        {
+            if (position + 1 >= span.Length)
+            {
+                return false;
+            }
+            if (span[position + 1] != (byte)'\n')
             {
                 throw Http1ParseException.BadRequest("Bare CR");
             }
-            reader.Advance(2);
-            if (reader.Consumed > limits.MaxRequestLineSize)
+            position += 2;
+            if (position > limits.MaxRequestLineSize)
             {
                 throw new Http1ParseException(414, "Request line too long");
             }
         }
-        var headStart = reader.Consumed;
+        var headStart = position;
 
         // Pass 1: locate the end of the head, enforcing the limits on partial input.
-        var scan = reader;
-        if (!scan.TryAdvanceTo((byte)'\n'))
+        var lineLength = span[headStart..].IndexOf((byte)'\n');
+        if (lineLength < 0)
         {
-            if (scan.Remaining > limits.MaxRequestLineSize + 1)
+            if (span.Length - headStart > limits.MaxRequestLineSize + 1)
             {
                 throw new Http1ParseException(414, "Request line too long");
             }
             return false;
         }
-        if (scan.Consumed - headStart - 2 > limits.MaxRequestLineSize)
+        if (lineLength - 1 > limits.MaxRequestLineSize)
         {
             throw new Http1ParseException(414, "Request line too long");
         }
-        if (!Http1FieldLines.TryFindSectionEnd(scan, limits.MaxHeadersTotalSize, limits.MaxHeaderCount))
+        if (Http1FieldLines.FindSectionEnd(span[(headStart + lineLength + 1)..], limits.MaxHeadersTotalSize, limits.MaxHeaderCount) < 0)
         {
             return false;
         }
 
         // Pass 2: parse for real; every line is known to be complete.
-        byte[]? scratch = null;
-        try
-        {
-            var line = Http1FieldLines.ReadLine(ref reader, ref scratch);
-            var framing = new FramingState();
-            var (version, form, isConnect) = ParseRequestLine(line, sink, ref framing);
-            Http1FieldLines.ParseSection(ref reader, sink, ref framing, ref scratch);
-            head = framing.Conclude(version, form, isConnect, checked((int)(reader.Consumed - headStart)));
-            consumed = reader.Position;
-            return true;
-        }
-        finally
-        {
-            if (scratch is not null)
-            {
-                ArrayPool<byte>.Shared.Return(scratch);
-            }
-        }
+        var offset = headStart;
+        var line = Http1FieldLines.ReadLine(span, ref offset);
+        var framing = new FramingState();
+        var (version, form, isConnect) = ParseRequestLine(line, sink, ref framing);
+        Http1FieldLines.ParseSection(span, ref offset, sink, ref framing);
+        head = framing.Conclude(version, form, isConnect, offset - headStart);
+        consumed = offset;
+        return true;
     }
 
     /// <summary>request-line = method SP request-target SP HTTP-version (RFC 9112 §3).</summary>

@@ -41,48 +41,72 @@ public static class Http1ResponseParser
         out Http1ResponseHead head,
         out SequencePosition consumed)
     {
-        head = default;
+        // NOTE: parsed as one span, as Http1RequestParser does: the first segment when it holds the whole head, else a copy
+        // of at most one byte past the head's limit (its scan ends, or throws, where that of the whole buffer would).
+        int used;
+        if (TryParseHead(buffer.FirstSpan, sink, limits, requestWasHead, out head, out used))
+        {
+            consumed = buffer.GetPosition(used);
+            return true;
+        }
         consumed = buffer.Start;
-        var reader = new SequenceReader<byte>(buffer);
+        if (buffer.IsSingleSegment)
+        {
+            return false;
+        }
+        var length = checked((int)Math.Min(buffer.Length, (long)limits.MaxHeadSize + 1));
+        var copy = ArrayPool<byte>.Shared.Rent(length);
+        try
+        {
+            buffer.Slice(0, length).CopyTo(copy);
+            if (!TryParseHead(copy.AsSpan(0, length), sink, limits, requestWasHead, out head, out used))
+            {
+                return false;
+            }
+            consumed = buffer.GetPosition(used);
+            return true;
+        }
+        finally
+        {
+            ArrayPool<byte>.Shared.Return(copy);
+        }
+    }
+
+    /// <summary>As above, over one span: <paramref name="consumed"/> is the head's length.</summary>
+    private static bool TryParseHead(ReadOnlySpan<byte> span, IHttp1ResponseSink sink, Http1ResponseLimits limits, bool requestWasHead,
+        out Http1ResponseHead head, out int consumed)
+    {
+        head = default;
+        consumed = 0;
 
         // Pass 1: locate the end of the head, enforcing the limits on partial input.
-        var scan = reader;
-        if (!scan.TryAdvanceTo((byte)'\n'))
+        var lineEnd = span.IndexOf((byte)'\n') + 1;
+        if (lineEnd == 0)
         {
-            if (scan.Remaining > limits.MaxHeadSize)
+            if (span.Length > limits.MaxHeadSize)
             {
                 throw Http1ParseException.BadResponse("Response head too large");
             }
             return false;
         }
-        if (scan.Consumed > limits.MaxHeadSize)
+        if (lineEnd > limits.MaxHeadSize)
         {
             throw Http1ParseException.BadResponse("Response head too large");
         }
-        if (!Http1FieldLines.TryFindSectionEnd(scan, limits.MaxHeadSize - (int)scan.Consumed, limits.MaxFieldCount, Http1Section.ResponseHead))
+        if (Http1FieldLines.FindSectionEnd(span[lineEnd..], limits.MaxHeadSize - lineEnd, limits.MaxFieldCount, Http1Section.ResponseHead) < 0)
         {
             return false;
         }
 
         // Pass 2: parse for real; every line is known to be complete.
-        byte[]? scratch = null;
-        try
-        {
-            var line = Http1FieldLines.ReadLine(ref reader, ref scratch);
-            var (version, status) = ParseStatusLine(line, sink);
-            var fields = new Http1FramingFields();
-            Http1FieldLines.ParseSection(ref reader, sink, ref fields, ref scratch);
-            head = Conclude(ref fields, version, status, requestWasHead, checked((int)reader.Consumed));
-            consumed = reader.Position;
-            return true;
-        }
-        finally
-        {
-            if (scratch is not null)
-            {
-                ArrayPool<byte>.Shared.Return(scratch);
-            }
-        }
+        var offset = 0;
+        var line = Http1FieldLines.ReadLine(span, ref offset);
+        var (version, status) = ParseStatusLine(line, sink);
+        var fields = new Http1FramingFields();
+        Http1FieldLines.ParseSection(span, ref offset, sink, ref fields);
+        head = Conclude(ref fields, version, status, requestWasHead, offset);
+        consumed = offset;
+        return true;
     }
 
     /// <summary>status-line = HTTP-version SP status-code SP [ reason-phrase ] (RFC 9112 §4).</summary>

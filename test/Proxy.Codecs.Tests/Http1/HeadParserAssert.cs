@@ -1,5 +1,6 @@
 using System.Buffers;
 using System.Text;
+using Proxy.Codecs.Http1;
 using Proxy.Testing;
 
 namespace Proxy.Codecs.Tests.Http1;
@@ -21,6 +22,23 @@ internal static class HeadParserAssert
             Assert.Equal(0, outcome.Consumed);
             Assert.Equal("", outcome.Observed);
         }
+    }
+
+    /// <summary>
+    /// A head the parser rejects is rejected with the same status and reason whichever two segments it is split into, and
+    /// in one-byte segments: a multi-segment buffer is parsed from its first segment, then from a bounded copy.
+    /// </summary>
+    public static void SplitAtEveryPointSameError(string text, Func<ReadOnlySequence<byte>, object?> parse)
+    {
+        var bytes = Encoding.Latin1.GetBytes(text);
+        var expected = Assert.Throws<Http1ParseException>(() => parse(new ReadOnlySequence<byte>(bytes)));
+        for (var i = 0; i <= bytes.Length; i++)
+        {
+            var split = Assert.Throws<Http1ParseException>(() => parse(TestSequence.Split(bytes, i)));
+            Assert.Equal((expected.StatusCode, expected.Reason), (split.StatusCode, split.Reason));
+        }
+        var bytewise = Assert.Throws<Http1ParseException>(() => parse(TestSequence.Create(bytes.Select(b => new[] { b }).ToArray())));
+        Assert.Equal((expected.StatusCode, expected.Reason), (bytewise.StatusCode, bytewise.Reason));
     }
 
     /// <summary><paramref name="text"/> followed by other bytes parses the same whichever two segments it is split into.</summary>

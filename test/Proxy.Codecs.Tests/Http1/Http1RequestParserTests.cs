@@ -331,6 +331,44 @@ public class Http1RequestParserTests
         return new(r.Complete, r.Consumed, observed);
     }
 
+    public static TheoryData<string> RejectedSplitCases => new()
+    {
+        // Limits (32-octet request line, 64-octet field section, 3 fields): before and after the line or head ends, and
+        // past the copy a multi-segment buffer is parsed from (the bytes after the limit are never looked at).
+        "GET /" + new string('a', 40),
+        "GET /" + new string('a', 40) + " HTTP/1.1\r\nHost: h\r\n\r\n",
+        "\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: h\r\nX-Big: " + new string('a', 300),
+        "GET / HTTP/1.1\r\nHost: h\r\nX-Big: " + new string('a', 80) + "\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n",
+        // Malformed lines.
+        "GET / HTTP/1.1\nHost: h\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: h\r\nA : 1\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: h\r\nA: \u0001\r\n\r\n",
+        "GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+        "\rGET / HTTP/1.1\r\n\r\n",
+    };
+
+    [Theory]
+    [MemberData(nameof(RejectedSplitCases))]
+    public void TryParseHead_RejectedHeadSplitAcrossSegments_SameError(string text) =>
+        HeadParserAssert.SplitAtEveryPointSameError(text, buffer => Parse(buffer, new Http1ParserLimits(32, 64, 3)));
+
+    [Fact]
+    public void TryParseHead_HeadAcrossSegmentsFollowedByMoreThanTheCopyBound_Parses()
+    {
+        // The head crosses a segment boundary and a large body follows it: the copy stops at the head's bound and the
+        // position handed back is in the original buffer.
+        var head = Encoding.ASCII.GetBytes("POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n");
+        var body = new byte[100_000];
+        var r = Parse(TestSequence.Create(head[..10], [.. head[10..], .. body[..50_000]], body[50_000..]), new Http1ParserLimits(64, 128, 4));
+        Assert.True(r.Complete);
+        Assert.Equal(head.Length, r.Consumed);
+        Assert.Equal(100_000, r.Head.ContentLength);
+        Assert.Equal("/up", r.Sink.Target);
+    }
+
     [Fact]
     public void TryParseHead_OneByteSegments_Parses()
     {

@@ -169,6 +169,25 @@ public class Http1ResponseParserTests
         return new(r.Complete, r.Consumed, observed);
     }
 
+    public static TheoryData<string> RejectedSplitCases => new()
+    {
+        // Limits (64-octet head, 2 fields): before and after the head ends, and past the copy a multi-segment buffer is
+        // parsed from.
+        "HTTP/1.1 200 OK\r\nX-Long: " + new string('a', 64),
+        "HTTP/1.1 200 " + new string('a', 300),
+        "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n",
+        // Smuggling vectors.
+        "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "HTTP/1.1 200 OK\nX: 1\r\n\r\n",
+        "HTTP/1.1 200 OK\r\n obs-fold\r\n\r\n",
+    };
+
+    [Theory]
+    [MemberData(nameof(RejectedSplitCases))]
+    public void TryParseHead_RejectedHeadSplitAcrossSegments_SameError(string text) =>
+        HeadParserAssert.SplitAtEveryPointSameError(text, buffer => Parse(buffer, limits: new Http1ResponseLimits(64, 2)));
+
     // ---- Smuggling vectors and invalid heads: one test each ----
 
     [Fact]
