@@ -27,6 +27,19 @@ internal sealed class EncoderDynamicTable
 
     public int Count => _count;
 
+    /// <summary>
+    /// How many entries were ever added: the newest entry's id (ids count from 1). An entry keeps its id while it is in
+    /// the table, and its dynamic index is <c>Inserted - id + 1</c> (the newest is 1).
+    /// </summary>
+    public long Inserted { get; private set; }
+
+    /// <summary>The dynamic index of the entry with this id, or 0 once it was evicted.</summary>
+    public int IndexOfId(long id)
+    {
+        var index = Inserted - id + 1;
+        return index >= 1 && index <= _count ? (int)index : 0;
+    }
+
     /// <summary>Entry by dynamic index, 1 = newest (for tests).</summary>
     public (string Name, string Value) this[int index]
     {
@@ -115,6 +128,7 @@ internal sealed class EncoderDynamicTable
         _entries[(_oldest + _count) % _entries.Length] = new Entry(name, value);
         _count++;
         Size += entrySize;
+        Inserted++;
     }
 
     private void EvictUntilFits(int incoming)

@@ -33,6 +33,29 @@ public class HpackEncoderTests
     }
 
     [Fact]
+    public void EncodeHeader_RepeatedFieldAfterItsEntryWasEvicted_SentAgainAsLiteral()
+    {
+        // The encoder remembers where it sent a field; once the peer's smaller table evicted that entry (a size update
+        // between blocks), the same field must go out as a literal again, never as the stale index.
+        var encoder = new HpackEncoder();
+        var decoder = new HpackDecoder();
+        (string, string)[] headers = [("x-trace", "abc")];
+        Assert.Equal(headers, Decode(decoder, Encode(encoder, headers)));
+        Assert.All(Encode(encoder, headers), b => Assert.Equal(0x80, b & 0x80));
+
+        decoder.SetMaxDynamicTableSize(0);
+        encoder.SetPeerMaxDynamicTableSize(0);
+        decoder.SetMaxDynamicTableSize(4096);
+        encoder.SetPeerMaxDynamicTableSize(4096);
+        byte[] block = Encode(encoder, headers);
+
+        Assert.Equal(0x20, block[0] & 0xE0); // the size updates first (to 0, then 4,096)
+        Assert.Contains(block, b => (b & 0xC0) == 0x40); // then a literal with incremental indexing, not an index
+        Assert.Equal(headers, Decode(decoder, block));
+        Assert.Equal(DynamicTable(decoder), DynamicTable(encoder));
+    }
+
+    [Fact]
     public void EncodeHeader_SameNameNewValue_UsesNewestDynamicNameAndStaysInSync()
     {
         var encoder = new HpackEncoder();

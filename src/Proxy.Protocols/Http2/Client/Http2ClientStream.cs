@@ -151,21 +151,16 @@ internal sealed class Http2ClientStream : BackendExchange, IHttp2OutputSource, I
         {
             fields.Add(new("content-length", length.ToString(CultureInfo.InvariantCulture)));
         }
-        // Room for the four pseudo-headers at the front.
+        // Room for the four pseudo-headers at the front: the fields move up in one copy.
         const int Pseudo = 4;
         var count = fields.Count;
-        for (var i = 0; i < Pseudo; i++)
-        {
-            fields.Add(default);
-        }
-        for (var i = count - 1; i >= 0; i--)
-        {
-            fields[i + Pseudo] = fields[i];
-        }
-        fields[0] = new(":method", request.Method);
-        fields[1] = new(":scheme", request.Scheme);
-        fields[2] = new(":authority", request.Authority);
-        fields[3] = new(":path", request.PathAndQuery);
+        System.Runtime.InteropServices.CollectionsMarshal.SetCount(fields, count + Pseudo);
+        var span = System.Runtime.InteropServices.CollectionsMarshal.AsSpan(fields);
+        span[..count].CopyTo(span[Pseudo..]);
+        span[0] = new(":method", request.Method);
+        span[1] = new(":scheme", request.Scheme);
+        span[2] = new(":authority", request.Authority);
+        span[3] = new(":path", request.PathAndQuery);
         return fields;
     }
 
