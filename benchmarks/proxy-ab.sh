@@ -16,7 +16,7 @@
 # grpc-1x70-h2 / grpc-4x70-h2 (Proxy.Load, Grpc.Net.Client unary), grpc-stream-1x70-h2c (server streaming, 1 KB
 # messages: a request is a message). Both proxies run the main build unless --a-dll/--b-dll name
 # another Proxy.Host.dll (e.g. a `git worktree` build of an older commit). Ports: 19001/19002 (backend), A
-# 18080/18081/18083, B 18090/18091/18093, admin 9901/9902.
+# 18080/18081/18083, B 18090/18091/18093, admin 9901/9902 (the admin endpoint is off unless an --a-env/--b-env turns it on).
 # Example (what the inline-completions row of the README came from):
 #   benchmarks/proxy-ab.sh --b-env DOTNET_SYSTEM_NET_SOCKETS_INLINE_COMPLETIONS=0 grpc-1x70-h2c get-1k-h2c get-1k-h1
 set -euo pipefail
@@ -58,7 +58,9 @@ done
 setsid dotnet "$LOAD_DLL" serve --server kestrel --urls http://127.0.0.1:19001 --h2c-port 19002 >"$WORK/backend.log" 2>&1 </dev/null &
 PIDS+=($!); BACKEND_PID=$!
 start() { # name env dll base-port admin-port
-  env $2 Admin__Url="http://127.0.0.1:$5" setsid dotnet "$3" --config "$WORK/proxy.json" \
+  # Admin endpoint off, as run-comparison.sh runs ours: its metrics listeners cost CPU per request the peers do not
+  # pay (--a-env/--b-env "Admin__Enabled=true" turns it on, on its own port).
+  env Admin__Enabled=false Admin__Url="http://127.0.0.1:$5" $2 setsid dotnet "$3" --config "$WORK/proxy.json" \
     --urls "http://127.0.0.1:$4;http://127.0.0.1:$(($4 + 1));https://127.0.0.1:$(($4 + 3))" \
     --ProxyServer:DevelopmentCertificateDirectory="$WORK/cert" >"$WORK/proxy-$1.log" 2>&1 </dev/null &
   PIDS+=($!); echo $! >"$WORK/$1.pid"
