@@ -58,6 +58,7 @@ public sealed partial class Http2Connection
         {
             var result = await _input.ReadAsync(_abortCts.Token);
             var buffer = result.Buffer;
+            _passNowRead = false;
             try
             {
                 HandleWake();
@@ -561,7 +562,7 @@ public sealed partial class Http2Connection
         if (stream.ClosedNormally && stream.HandlerFinished && stream.OutputEnded && _streamPool.Count < _streamPool.Capacity
             && !_streams.ContainsKey(stream.StreamId) && stream.TryResetForPool())
         {
-            var now = Now;
+            var now = PassNow;
             _streamPool.RemoveReturnedBefore(now - PooledStreamExpiry); // a busy connection trims here, at no timer's cost
             _streamPool.TryPush(stream, now);
             PoolChanged?.Invoke();

@@ -487,7 +487,10 @@ public sealed partial class Http2ClientConnection : IHttp2WriterOwner
         {
             return;
         }
-        var now = _time.GetElapsedTime(_timeOrigin);
+        // NOTE: stamped with the time of the connection's last read, not a clock read per stream (almost half of a gRPC
+        // call's clock reads, session 35): the stream's own last frame came in that read or before, so the stamp is at
+        // most a little early, which only lets the spare stream expire that much sooner.
+        var now = _time.GetElapsedTime(_timeOrigin, Volatile.Read(ref _lastFrameTimestamp));
         lock (_openLock)
         {
             if (!_closed)
