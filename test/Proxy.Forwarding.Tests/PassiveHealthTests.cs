@@ -111,6 +111,24 @@ public class PassiveHealthTests
     }
 
     [Fact]
+    public void TransportFailureRate_TrippedAgainAfterReactivation_UnhealthyForAFullPeriodAgain()
+    {
+        // A period seen over is cleared without the clock being read again on every request; a later trip must still sit
+        // the destination out for a whole new period.
+        var (cluster, d, checker) = Setup(reactivation: TimeSpan.FromSeconds(5));
+        Complete(checker, cluster, d, ok: 0, failed: 10);
+        _time.Advance(TimeSpan.FromSeconds(5));
+        Assert.Equal(DestinationHealth.Unknown, d.Health);
+        Assert.Equal(DestinationHealth.Unknown, d.Health);
+
+        Complete(checker, cluster, d, ok: 0, failed: 10);
+        _time.Advance(TimeSpan.FromSeconds(4));
+        Assert.Equal(DestinationHealth.Unhealthy, d.Health);
+        _time.Advance(TimeSpan.FromSeconds(1));
+        Assert.Equal(DestinationHealth.Unknown, d.Health);
+    }
+
+    [Fact]
     public void TransportFailureRate_ConfiguredReactivationPeriod_Honoured()
     {
         var (cluster, d, checker) = Setup(reactivation: TimeSpan.FromSeconds(5));

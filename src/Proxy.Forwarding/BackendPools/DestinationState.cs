@@ -55,7 +55,25 @@ public sealed class DestinationState
     internal int ConsecutiveProbeFailures;
 
     /// <summary>True while a passive failure is being sat out; false again once the reactivation period is over.</summary>
-    internal bool IsPassivelyUnhealthy => _time.GetTimestamp() < Volatile.Read(ref _passiveUnhealthyUntil);
+    // NOTE: asked on every request (AvailableDestinations): a destination never marked, or whose period is over, answers
+    // without reading the clock; a period seen over is cleared (unless a new failure marked it meanwhile).
+    internal bool IsPassivelyUnhealthy
+    {
+        get
+        {
+            var until = Volatile.Read(ref _passiveUnhealthyUntil);
+            if (until == long.MinValue)
+            {
+                return false;
+            }
+            if (_time.GetTimestamp() < until)
+            {
+                return true;
+            }
+            Interlocked.CompareExchange(ref _passiveUnhealthyUntil, long.MinValue, until);
+            return false;
+        }
+    }
 
     /// <summary>Requests and transport failures over the passive detection window.</summary>
     internal FailureRateWindow PassiveWindow { get; } = new();
