@@ -88,6 +88,28 @@ public class Http1ClientConnectionTests
     }
 
     [Fact]
+    public async Task SendAsync_InvalidAuthorityAfterAValidOne_StillThrowsBeforeWritingAnything()
+    {
+        // The connection skips checking the authority string it checked last time; another string is checked afresh.
+        await using var h = new Http1ClientHarness();
+        var authority = "backend.example";
+        var first = await h.SendAsync(Http1ClientHarness.Get("/a", authority));
+        await h.RespondAsync("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        await first.ReadResponseHeadAsync(CancellationToken.None);
+        await first.DisposeAsync();
+        var second = await h.SendAsync(Http1ClientHarness.Get("/b", authority));
+        await h.RespondAsync("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        await second.ReadResponseHeadAsync(CancellationToken.None);
+        await second.DisposeAsync();
+        Assert.Equal("GET /a HTTP/1.1\r\nhost: backend.example\r\n\r\nGET /b HTTP/1.1\r\nhost: backend.example\r\n\r\n", h.TakeWritten());
+
+        await Assert.ThrowsAsync<ArgumentException>(() => h.SendAsync(Http1ClientHarness.Get("/c", "user@backend.example")));
+
+        Assert.Equal("", h.TakeWritten());
+        Assert.True(h.Connection.IsReusable);
+    }
+
+    [Fact]
     public async Task SendAsync_ExchangeRunning_Throws()
     {
         await using var h = new Http1ClientHarness();

@@ -132,11 +132,16 @@ public sealed class Http1ClientConnection : IAsyncDisposable
         }
     }
 
+    // The authority of the last request whose head was measured (so found valid): the next request's, when it is the same
+    // string object, is not checked again. Written by Begin only; a reference, so a racing reader sees one or the other.
+    private string? _validAuthority;
+
     /// <summary>The exchange on this connection with the request's head written (not flushed).</summary>
     private Http1ClientExchange Begin(BackendRequest request)
     {
         ArgumentNullException.ThrowIfNull(request);
-        var headLength = Http1RequestHeadWriter.Measure(request, out var framing);
+        var headLength = Http1RequestHeadWriter.Measure(request, out var framing, _validAuthority);
+        _validAuthority = request.Authority; // valid: Measure throws on anything it does not send
         Http1ClientExchange exchange;
         lock (_lock)
         {

@@ -27,7 +27,9 @@ internal static class Http1RequestHeadWriter
     /// invalid part. The framing: content-length when <see cref="BackendRequest.ContentLength"/> is set (also 0 without a
     /// body), else chunked when <see cref="BackendRequest.HasBody"/>.
     /// </summary>
-    public static int Measure(BackendRequest request, out BodyFraming framing)
+    /// <param name="validAuthority">An authority string already found valid (the connection's last one), or null: the
+    /// same string object is not checked again (a connection's requests mostly carry one authority string).</param>
+    public static int Measure(BackendRequest request, out BodyFraming framing, string? validAuthority = null)
     {
         // RFC 9112 §3.1: method = token.
         if (!HttpFieldRules.IsToken(request.Method))
@@ -40,7 +42,7 @@ internal static class Http1RequestHeadWriter
         {
             throw new ArgumentException("The request target must be an origin-form path of visible ASCII.", nameof(request));
         }
-        if (!IsValidAuthority(request.Authority))
+        if (!ReferenceEquals(request.Authority, validAuthority) && !IsValidAuthority(request.Authority))
         {
             throw new ArgumentException("The authority is not a valid Host value (host[:port], no userinfo).", nameof(request));
         }
