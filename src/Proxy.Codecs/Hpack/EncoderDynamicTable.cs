@@ -108,15 +108,18 @@ internal sealed class EncoderDynamicTable
         EvictUntilFits(0);
     }
 
-    /// <summary>Adds a field the caller has just sent with incremental indexing (RFC 7541 §4.4).</summary>
-    public void Add(string name, string value)
+    /// <summary>
+    /// Adds a field the caller has just sent with incremental indexing (RFC 7541 §4.4): true, its id is then
+    /// <see cref="Inserted"/>; false when it is larger than the table, which is emptied instead.
+    /// </summary>
+    public bool Add(string name, string value)
     {
         int entrySize = name.Length + value.Length + DecoderDynamicTable.EntryOverhead;
         if (entrySize > MaxSize)
         {
             // The decoder empties its table in this case; mirror it.
             EvictUntilFits(int.MaxValue / 2);
-            return;
+            return false;
         }
 
         EvictUntilFits(entrySize);
@@ -129,6 +132,7 @@ internal sealed class EncoderDynamicTable
         _count++;
         Size += entrySize;
         Inserted++;
+        return true;
     }
 
     private void EvictUntilFits(int incoming)

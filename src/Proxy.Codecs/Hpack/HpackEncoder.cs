@@ -135,7 +135,7 @@ public sealed partial class HpackEncoder
         ref RecentField recent = ref _recent[RecentSlot(name)];
         if (!neverIndex && ReferenceEquals(recent.Name, name) && (ReferenceEquals(recent.Value, value) || string.Equals(recent.Value, value, StringComparison.Ordinal)))
         {
-            int recentIndex = recent.Id < 0 ? (int)-recent.Id : _table.IndexOfId(recent.Id) is var dynamic and > 0 ? StaticTable.Count + dynamic : 0;
+            int recentIndex = recent.Id < 0 ? (int)-recent.Id : DynamicIndexOf(recent.Id);
             if (recentIndex != 0)
             {
                 written = IntegerCodec.Encode(recentIndex, 7, 0x80, output.GetSpan(IntegerCodec.MaxEncodedLength));
@@ -167,10 +167,7 @@ public sealed partial class HpackEncoder
             {
                 written = IntegerCodec.Encode(StaticTable.Count + dynamicIndex, 7, 0x80, output.GetSpan(IntegerCodec.MaxEncodedLength));
                 output.Advance(written);
-                if (!sensitive)
-                {
-                    recent = new RecentField(name, value, _table.Inserted - dynamicIndex + 1);
-                }
+                recent = new RecentField(name, value, _table.Inserted - dynamicIndex + 1); // a full match: never a sensitive field
                 return;
             }
         }
@@ -225,9 +222,7 @@ public sealed partial class HpackEncoder
 
         if (index)
         {
-            var inserted = _table.Inserted;
-            _table.Add(name, value);
-            if (_table.Inserted != inserted)
+            if (_table.Add(name, value))
             {
                 recent = new RecentField(name, value, _table.Inserted);
             }
@@ -248,6 +243,9 @@ public sealed partial class HpackEncoder
         var mix = (uint)name.Length * 15 + (uint)name[^1] * 38 + (uint)name[name.Length >> 1] * 22 + name[1 % name.Length];
         return (int)((mix ^ (mix >> 4)) & (RecentSlots - 1));
     }
+
+    /// <summary>The index (after the static table's) of the dynamic entry with this id, or 0 once it was evicted.</summary>
+    private int DynamicIndexOf(long id) => _table.IndexOfId(id) is var dynamic and > 0 ? StaticTable.Count + dynamic : 0;
 
     /// <summary>A field sent as an index: <see cref="Id"/> is minus its static index, or its dynamic entry's id.</summary>
     private readonly record struct RecentField(string? Name, string? Value, long Id);

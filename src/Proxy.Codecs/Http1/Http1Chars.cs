@@ -13,8 +13,6 @@ internal static class Http1Chars
     private static readonly SearchValues<byte> s_invalidInValue = SearchValues.Create(
         "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x0A\x0B\x0C\x0D\x0E\x0F\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1A\x1B\x1C\x1D\x1E\x1F\x7F"u8);
 
-    public static bool IsTchar(byte b) => s_tchar.Contains(b);
-
     public static bool IsToken(ReadOnlySpan<byte> span) => !span.IsEmpty && !span.ContainsAnyExcept(s_tchar);
 
     /// <summary>field-vchar / SP / HTAB: VCHAR, obs-text (0x80-0xFF), SP, HTAB. Rejects NUL, CR, LF, DEL and other CTLs.</summary>
