@@ -4,8 +4,9 @@
 # request in µs (user + system ticks over the measured period only) and its two parts (user=, sys=), the backend's CPU
 # per request over the same window (backend=: what the proxy's way of talking to it costs the backend), and with `perf`
 # installed the proxy's syscalls per request (all, sends, receives, epoll waits, futex, sched_yield) and context switches.
-# --b-peer nghttpx|haproxy|nginx puts that proxy on side B instead (its config from benchmarks/peers, as
-# run-comparison.sh renders it; CPU summed over its processes): ours against a peer minute by minute, where
+# --b-peer nghttpx|haproxy|nginx|yarp puts that proxy on side B instead (its config from benchmarks/peers, as
+# run-comparison.sh renders it; CPU summed over its processes; yarp is benchmarks/peers/yarp-app, Yarp.ReverseProxy on
+# Kestrel with our proxy.json, built unless --no-build): ours against a peer minute by minute, where
 # run-comparison.sh gives each target its own slot and the VM's drift between slots lands in the ratios.
 #
 #   benchmarks/proxy-ab.sh [--a-env "K=V ..."] [--b-env "K=V ..."] [--a-dll PATH] [--b-dll PATH] [--b-peer NAME]
@@ -14,7 +15,7 @@
 # SCENARIO: get-1k-h1 / get-100b-h1 / get-1k-h1-tls (h2load --h1 64x1), get-100k-h1 (16x1), get-100k-h2c / get-100k-h2 (8x8),
 # get-1k-h2c / get-10k-h2c / get-1k-h2 / post-1k-h2c (h2load 16x16), post-1k-h1 (64x1), grpc-1x70-h2c /
 # grpc-1x70-h2 / grpc-4x70-h2 (Proxy.Load, Grpc.Net.Client unary), grpc-stream-1x70-h2c (server streaming, 1 KB
-# messages: a request is a message). Both proxies run the main build unless --a-dll/--b-dll name
+# messages: a request is a message), grpc-pingpong-1x70-h2c (bidirectional streaming, one message each way in turn). Both proxies run the main build unless --a-dll/--b-dll name
 # another Proxy.Host.dll (e.g. a `git worktree` build of an older commit). Ports: 19001/19002 (backend), A
 # 18080/18081/18083, B 18090/18091/18093, admin 9901/9902 (the admin endpoint is off unless an --a-env/--b-env turns it on).
 # Example (what the inline-completions row of the README came from):
@@ -37,9 +38,11 @@ done
 command -v h2load >/dev/null || { echo "h2load is needed (Debian: nghttp2-client)" >&2; exit 2; }
 HOST_DLL=$ROOT/src/Proxy.Host/bin/Release/net10.0/Proxy.Host.dll
 LOAD_DLL=$ROOT/benchmarks/Proxy.Load/bin/Release/net10.0/Proxy.Load.dll
+YARP_DLL=$ROOT/benchmarks/peers/yarp-app/bin/Release/net10.0/YarpApp.dll
 if [[ $BUILD == 1 ]]; then
   dotnet build -c Release "$ROOT/src/Proxy.Host" -v q -nologo >/dev/null
   dotnet build -c Release "$ROOT/benchmarks/Proxy.Load" -v q -nologo >/dev/null
+  [[ $B_PEER == yarp ]] && dotnet build -c Release "$ROOT/benchmarks/peers/yarp-app" -v q -nologo >/dev/null
 fi
 WORK=$(mktemp -d /tmp/proxy-ab.XXXXXX)
 PIDS=()
@@ -67,11 +70,20 @@ start() { # name env dll base-port admin-port
 }
 start_peer() { # name peer base-port: the peer's template from benchmarks/peers, ports as ours (h1, h2c, TLS)
   local conf
+  if [[ $2 == yarp ]]; then
+    [[ -f $YARP_DLL ]] || { echo "benchmarks/peers/yarp-app is not built (run without --no-build once)" >&2; exit 2; }
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=localhost \
+      -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+    openssl pkcs12 -export -passout pass: -inkey "$WORK/key.pem" -in "$WORK/cert.pem" -out "$WORK/cert.pfx"
+    setsid dotnet "$YARP_DLL" --config "$WORK/proxy.json" --h1 "$3" --h2c "$(($3 + 1))" --tls "$(($3 + 3))" \
+      --cert "$WORK/cert.pfx" >"$WORK/proxy-$1.log" 2>&1 </dev/null &
+    PIDS+=($!); echo $! >"$WORK/$1.pid"; return
+  fi
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=localhost \
     -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
   cat "$WORK/cert.pem" "$WORK/key.pem" >"$WORK/cert+key.pem"
   case $2 in nghttpx) conf=nghttpx.conf ;; haproxy) conf=haproxy.cfg ;; nginx) conf=nginx.conf ;;
-    *) echo "unknown peer $2 (nghttpx, haproxy, nginx)" >&2; exit 2 ;; esac
+    *) echo "unknown peer $2 (nghttpx, haproxy, nginx, yarp)" >&2; exit 2 ;; esac
   command -v "$2" >/dev/null || { echo "$2 is not installed" >&2; exit 2; }
   sed -e "s#@TMP@#$WORK#g" -e "s#@H1@#$3#g" -e "s#@H2C@#$(($3 + 1))#g" -e "s#@TLS@#$(($3 + 3))#g" \
       -e "s#@BH1@#19001#g" -e "s#@BH2C@#19002#g" -e "s#@CERT@#$WORK/cert.pem#g" -e "s#@KEY@#$WORK/key.pem#g" \
@@ -118,11 +130,12 @@ run() { # side scenario duration -> "rps us/req [perf counts]"
     post-1k-h2c) head -c 1024 /dev/zero | tr '\0' p >"$WORK/post1k"
       h2load -c16 -m16 -D "$d" --warm-up-time="$WARMUP" -d "$WORK/post1k" -H 'content-type: application/octet-stream' \
         "http://127.0.0.1:$((base + 1))/echo" >"$out" 2>&1 & ;;
-    grpc-1x70-h2c|grpc-1x70-h2|grpc-4x70-h2|grpc-stream-1x70-h2c)
+    grpc-1x70-h2c|grpc-1x70-h2|grpc-4x70-h2|grpc-stream-1x70-h2c|grpc-pingpong-1x70-h2c)
       local c=1 url="http://127.0.0.1:$((base + 1))" kind=grpcnet-unary extra=()
       [[ $s == grpc-4x70-h2 ]] && { c=4; url="https://127.0.0.1:$((base + 3))"; }
       [[ $s == grpc-1x70-h2 ]] && url="https://127.0.0.1:$((base + 3))"
       [[ $s == grpc-stream-1x70-h2c ]] && { kind=grpcnet-serverstreaming; extra=(--payload 1024); }
+      [[ $s == grpc-pingpong-1x70-h2c ]] && kind=grpcnet-pingpong
       dotnet "$LOAD_DLL" run --scenario "$kind" --url "$url" --connections $c --streams 70 "${extra[@]}" --warmup "$WARMUP" \
         --duration "$d" --json "$WORK/load-$side.jsonl" --no-header --no-progress >"$out" 2>&1 & ;;
     *) echo "unknown scenario $s" >&2; exit 2 ;;
