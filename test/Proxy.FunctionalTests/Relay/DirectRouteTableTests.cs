@@ -14,6 +14,7 @@ public class DirectRouteTableTests
     public static readonly string[] Patterns =
     [
         "/proxy.interop.Echo/{**rest}", "/a/{**rest}", "/a/b/{id}", "/{**catch-all}", "/a-{x}/b", "/api/v1/items/{id?}", "/a/b",
+        "/a/{*rest}", "/a/b/{**rest=x}", "/a/{**rest:int}", "/{x}/{**rest}", "/a-{x}/{**rest}",
     ];
 
     private static readonly string[] Paths =
@@ -21,6 +22,7 @@ public class DirectRouteTableTests
         "/", "/a", "/A", "/a/", "/a/b", "/A/B", "/a/b/", "/a/b/c", "/ab", "/a.b", "/b/a", "//a/b", "/a//b", "/a/b/c/d",
         "/proxy.interop.Echo/UnaryCall", "/PROXY.INTEROP.ECHO/x", "/proxy.interop.Echo", "/proxy.interop.Echox/y", "/proxy.interop",
         "/api/v1/items", "/api/v1/items/7", "/API/V1/ITEMS/7/", "/api/v1/itemsx", "/a-1/b", "/a-/b",
+        "/a/7", "/a/b/7", "/a/b//", "/a/%2F", "/a/b%2Fc", "/\u00e9/a", "/a/\u00e9", "/a/b/c//d", "/a///", "/a/b/", "/a/b//c",
     ];
 
     [Theory]
@@ -41,6 +43,38 @@ public class DirectRouteTableTests
     }
 
     public static TheoryData<string> PatternData() => new(Patterns);
+
+    /// <summary>Where the prefix is said to decide the match, the catch-all check gives the matcher's answer for every path.</summary>
+    [Theory]
+    [MemberData(nameof(PatternData))]
+    public void PrefixDecides_OnlyWhereThePrefixGivesTheMatchersAnswer(string pattern)
+    {
+        var parsed = RoutePatternFactory.Parse(pattern);
+        if (!DirectRouteTable.PrefixDecides(parsed))
+        {
+            return;
+        }
+        var matcher = new TemplateMatcher(new RouteTemplate(parsed), new RouteValueDictionary(parsed.Defaults));
+        var prefix = DirectRouteTable.LiteralPrefix(parsed);
+        foreach (var path in Paths)
+        {
+            var matched = matcher.TryMatch(new Microsoft.AspNetCore.Http.PathString(path), new RouteValueDictionary());
+            Assert.True(matched == DirectRouteTable.CatchAllTakes(prefix, path), $"'{path}' against '{pattern}': the matcher says {matched}");
+        }
+    }
+
+    [Fact]
+    public void PrefixDecides_LiteralsThenACatchAllOnly()
+    {
+        Assert.True(DirectRouteTable.PrefixDecides(RoutePatternFactory.Parse("/proxy.interop.Echo/{**rest}")));
+        Assert.True(DirectRouteTable.PrefixDecides(RoutePatternFactory.Parse("/{**catch-all}")));
+        Assert.True(DirectRouteTable.PrefixDecides(RoutePatternFactory.Parse("/a/b/{*rest}")));
+        Assert.False(DirectRouteTable.PrefixDecides(RoutePatternFactory.Parse("/a/{**rest:int}")));
+        Assert.False(DirectRouteTable.PrefixDecides(RoutePatternFactory.Parse("/a/b")));
+        Assert.False(DirectRouteTable.PrefixDecides(RoutePatternFactory.Parse("/a/b/{id}")));
+        Assert.False(DirectRouteTable.PrefixDecides(RoutePatternFactory.Parse("/{x}/{**rest}")));
+        Assert.False(DirectRouteTable.PrefixDecides(RoutePatternFactory.Parse("/a-{x}/{**rest}")));
+    }
 
     [Fact]
     public void LiteralPrefix_RefusesPathsOutsideIt()
