@@ -12,6 +12,11 @@ public sealed class ConnectionMetadata
     public EndPoint? LocalEndPoint { get; init; }
     public EndPoint? RemoteEndPoint { get; init; }
 
+    /// <summary>The remote IP address as text (X-Forwarded-For's value), formatted once per connection; null when the remote end is not an IP endpoint.</summary>
+    // NOTE: racing first readers may each format it; they store equal strings.
+    public string? RemoteIpText => _remoteIpText ??= (RemoteEndPoint as IPEndPoint)?.Address.ToString();
+    private string? _remoteIpText;
+
     /// <summary>"https" when TLS wraps the connection, else "http".</summary>
     public string Scheme => IsTls ? "https" : "http";
     public bool IsTls { get; init; }

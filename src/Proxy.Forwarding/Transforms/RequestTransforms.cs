@@ -133,7 +133,7 @@ internal sealed class XForwardedTransform(string headerPrefix, ForwardedAction f
 
     public override void Apply(RequestTransformContext context)
     {
-        ApplyOne(context, _forName, forAction, context.RemoteIpAddress?.ToString());
+        ApplyOne(context, _forName, forAction, context.RemoteIpText);
         ApplyOne(context, _protoName, proto, context.Scheme);
         var requestHost = context.Host;
         ApplyOne(context, _hostName, host, requestHost.HasValue ? requestHost.ToUriComponent() : null);

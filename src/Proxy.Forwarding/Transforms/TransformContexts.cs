@@ -87,6 +87,9 @@ internal abstract class TransformSource
 
     public abstract System.Net.IPAddress? RemoteIpAddress { get; }
 
+    /// <summary><see cref="RemoteIpAddress"/> as text; a source may keep it per connection rather than format it per request.</summary>
+    public virtual string? RemoteIpText => RemoteIpAddress?.ToString();
+
     public abstract System.Net.IPAddress? LocalIpAddress { get; }
 
     /// <summary>The request's header fields as received.</summary>
@@ -138,6 +141,9 @@ internal sealed class RequestTransformContext
     public PathString PathBase => _httpContext?.Request.PathBase ?? default;
 
     public System.Net.IPAddress? RemoteIpAddress => _httpContext is { } http ? http.Connection.RemoteIpAddress : _source!.RemoteIpAddress;
+
+    /// <summary><see cref="RemoteIpAddress"/> as text (formatted once per connection on the direct path).</summary>
+    public string? RemoteIpText => _httpContext is { } http ? http.Connection.RemoteIpAddress?.ToString() : _source!.RemoteIpText;
 
     public System.Net.IPAddress? LocalIpAddress => _httpContext is { } http ? http.Connection.LocalIpAddress : _source!.LocalIpAddress;
 

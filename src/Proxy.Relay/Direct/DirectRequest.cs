@@ -71,6 +71,8 @@ internal sealed class DirectRequest(HttpExchange exchange, ReverseProxyFeature f
 
     public override IPAddress? RemoteIpAddress => (Exchange.Connection.RemoteEndPoint as IPEndPoint)?.Address;
 
+    public override string? RemoteIpText => Exchange.Connection.RemoteIpText;
+
     public override IPAddress? LocalIpAddress => (Exchange.Connection.LocalEndPoint as IPEndPoint)?.Address;
 
     public override IReadOnlyList<KeyValuePair<string, string>> Fields => Exchange.RequestHeaders;
