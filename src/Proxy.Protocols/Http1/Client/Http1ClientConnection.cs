@@ -140,7 +140,7 @@ public sealed class Http1ClientConnection : IAsyncDisposable
     private Http1ClientExchange Begin(BackendRequest request)
     {
         ArgumentNullException.ThrowIfNull(request);
-        var headLength = Http1RequestHeadWriter.Measure(request, out var framing, _validAuthority);
+        var headLength = Http1RequestHeadWriter.Measure(request, out var framing, out var skipsFields, _validAuthority);
         _validAuthority = request.Authority; // valid: Measure throws on anything it does not send
         Http1ClientExchange exchange;
         lock (_lock)
@@ -168,7 +168,7 @@ public sealed class Http1ClientConnection : IAsyncDisposable
         }
 
         var output = _transport.Output;
-        Http1RequestHeadWriter.Write(output.GetSpan(headLength)[..headLength], request, framing);
+        Http1RequestHeadWriter.Write(output.GetSpan(headLength)[..headLength], request, framing, skipsFields);
         output.Advance(headLength);
         return exchange;
     }

@@ -27,9 +27,11 @@ internal static class Http1RequestHeadWriter
     /// invalid part. The framing: content-length when <see cref="BackendRequest.ContentLength"/> is set (also 0 without a
     /// body), else chunked when <see cref="BackendRequest.HasBody"/>.
     /// </summary>
+    /// <param name="skipsFields">True when a field is left out (<see cref="IsSkipped"/>): <see cref="Write"/> checks each
+    /// field again only then (the forwarder strips those fields itself, so most requests have none).</param>
     /// <param name="validAuthority">An authority string already found valid (the connection's last one), or null: the
     /// same string object is not checked again (a connection's requests mostly carry one authority string).</param>
-    public static int Measure(BackendRequest request, out BodyFraming framing, string? validAuthority = null)
+    public static int Measure(BackendRequest request, out BodyFraming framing, out bool skipsFields, string? validAuthority = null)
     {
         // RFC 9112 §3.1: method = token.
         if (!HttpFieldRules.IsToken(request.Method))
@@ -53,6 +55,7 @@ internal static class Http1RequestHeadWriter
 
         var length = request.Method.Length + 1 + target.Length + " HTTP/1.1\r\n".Length + "host: \r\n".Length + request.Authority.Length;
         var fields = request.Headers;
+        skipsFields = false;
         for (var i = request.FieldsStart; i < fields.Count; i++)
         {
             var (name, value) = fields[i];
@@ -68,6 +71,10 @@ internal static class Http1RequestHeadWriter
             if (!IsSkipped(name, value))
             {
                 length += name.Length + value.Length + 4;
+            }
+            else
+            {
+                skipsFields = true;
             }
         }
 
@@ -88,8 +95,8 @@ internal static class Http1RequestHeadWriter
         return length + 2;
     }
 
-    /// <summary>Writes the head <see cref="Measure"/> measured into <paramref name="span"/> (exactly that long).</summary>
-    public static void Write(Span<byte> span, BackendRequest request, BodyFraming framing)
+    /// <summary>Writes the head <see cref="Measure"/> measured into <paramref name="span"/> (exactly that long), with its framing and skipsFields.</summary>
+    public static void Write(Span<byte> span, BackendRequest request, BodyFraming framing, bool skipsFields)
     {
         var at = Encoding.ASCII.GetBytes(request.Method, span);
         span[at++] = (byte)' ';
@@ -101,7 +108,7 @@ internal static class Http1RequestHeadWriter
         for (var i = request.FieldsStart; i < fields.Count; i++)
         {
             var (name, value) = fields[i];
-            if (IsSkipped(name, value))
+            if (skipsFields && IsSkipped(name, value))
             {
                 continue;
             }
