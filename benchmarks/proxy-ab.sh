@@ -15,9 +15,10 @@
 # SCENARIO: get-1k-h1 / get-100b-h1 / get-1k-h1-tls (h2load --h1 64x1), get-100k-h1 (16x1), get-100k-h2c / get-100k-h2 (8x8),
 # get-1k-h2c / get-10k-h2c / get-1k-h2 / post-1k-h2c (h2load 16x16), post-1k-h1 (64x1), grpc-1x70-h2c /
 # grpc-1x70-h2 / grpc-4x70-h2 (Proxy.Load, Grpc.Net.Client unary), grpc-stream-1x70-h2c (server streaming, 1 KB
-# messages: a request is a message), grpc-pingpong-1x70-h2c (bidirectional streaming, one message each way in turn). Both proxies run the main build unless --a-dll/--b-dll name
-# another Proxy.Host.dll (e.g. a `git worktree` build of an older commit). Ports: 19001/19002 (backend), A
-# 18080/18081/18083, B 18090/18091/18093, admin 9901/9902 (the admin endpoint is off unless an --a-env/--b-env turns it on).
+# messages: a request is a message), grpc-pingpong-1x70-h2c (bidirectional streaming, one message each way in turn).
+# Both proxies run the main build unless --a-dll/--b-dll name another Proxy.Host.dll (e.g. a `git worktree` build of an
+# older commit). Ports: 19001/19002 (backend), A 18080/18081/18083, B 18090/18091/18093, admin 9901/9902 (the admin
+# endpoint is off unless an --a-env/--b-env turns it on).
 # Example (what the inline-completions row of the README came from):
 #   benchmarks/proxy-ab.sh --b-env DOTNET_SYSTEM_NET_SOCKETS_INLINE_COMPLETIONS=0 grpc-1x70-h2c get-1k-h2c get-1k-h1
 set -euo pipefail
@@ -70,17 +71,15 @@ start() { # name env dll base-port admin-port
 }
 start_peer() { # name peer base-port: the peer's template from benchmarks/peers, ports as ours (h1, h2c, TLS)
   local conf
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=localhost \
+    -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
   if [[ $2 == yarp ]]; then
     [[ -f $YARP_DLL ]] || { echo "benchmarks/peers/yarp-app is not built (run without --no-build once)" >&2; exit 2; }
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=localhost \
-      -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
     openssl pkcs12 -export -passout pass: -inkey "$WORK/key.pem" -in "$WORK/cert.pem" -out "$WORK/cert.pfx"
     setsid dotnet "$YARP_DLL" --config "$WORK/proxy.json" --h1 "$3" --h2c "$(($3 + 1))" --tls "$(($3 + 3))" \
       --cert "$WORK/cert.pfx" >"$WORK/proxy-$1.log" 2>&1 </dev/null &
     PIDS+=($!); echo $! >"$WORK/$1.pid"; return
   fi
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=localhost \
-    -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
   cat "$WORK/cert.pem" "$WORK/key.pem" >"$WORK/cert+key.pem"
   case $2 in nghttpx) conf=nghttpx.conf ;; haproxy) conf=haproxy.cfg ;; nginx) conf=nginx.conf ;;
     *) echo "unknown peer $2 (nghttpx, haproxy, nginx, yarp)" >&2; exit 2 ;; esac
