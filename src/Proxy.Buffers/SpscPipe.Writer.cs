@@ -29,7 +29,41 @@ public sealed partial class SpscPipe
         }
         // A full block, or the reader consumed every flushed byte: the next write starts a block of its own (the reader
         // gives the drained one back), so what the reader gets next is one segment, as Pipe's reset write head does.
+        if (tail is not null && _unflushed == 0 && Volatile.Read(ref _consumedShared) == _writerCommitted
+            && CanRewind(tail.Block.Length, Math.Max(_minimumSegmentSize, Math.Max(1, sizeHint))))
+        {
+            return RewindSegment(tail).Block;
+        }
         return AppendSegment(tail, sizeHint).Block;
+    }
+
+    /// <summary>
+    /// Whether a drained block of <paramref name="blockLength"/> bytes is reused for a write that needs
+    /// <paramref name="needed"/>: it must hold the write, and be at most four times larger, so a stream that went from a
+    /// bulk body to small messages (an SSE stream after a large first event) does not hold a large block while idle.
+    /// </summary>
+    private static bool CanRewind(int blockLength, int needed) => blockLength >= needed && blockLength <= 4 * (long)needed;
+
+    /// <summary>
+    /// The writer's next segment over the same block as <paramref name="tail"/>, from its start: every byte flushed into
+    /// it was consumed, so the reader no longer reads it (a reader may not use a buffer after it advanced past it).
+    /// </summary>
+    /// <remarks>
+    /// NOTE: a stream of small messages, each read before the next (gRPC server streaming, SSE), took a fresh block per
+    /// message and gave the last one back: a rent and a return each time, and a copy into memory last used a whole block
+    /// of messages ago. In the relay's profile of server streaming (1 KB messages on 70 streams), the pool's rent, the
+    /// segment's return and the first touch of each block were about 15% of the user samples. Rewound, a stream keeps one
+    /// block and writes each message over the last one, whose cache lines are still warm.
+    /// The block moves to the new segment before that segment is linked: the reader releases the old one only once it
+    /// sees the link (it never gives back the last segment), and by then that segment owns nothing.
+    /// </remarks>
+    private Segment RewindSegment(Segment tail)
+    {
+        var segment = TakeSegment();
+        tail.HandOverBlock(segment, tail.RunningIndex + tail.Written);
+        tail.Link(segment);
+        _tail = segment;
+        return segment;
     }
 
     private Segment AppendSegment(Segment? tail, int sizeHint)

@@ -250,6 +250,27 @@ public sealed partial class SpscPipe
             Set(array, runningIndex);
         }
 
+        /// <summary>
+        /// Writer: gives this segment's block to <paramref name="next"/> (which starts over at its first byte, at
+        /// <paramref name="runningIndex"/>). This segment keeps its memory for the reader's positions, but owns nothing:
+        /// its <see cref="Release"/> returns no block.
+        /// </summary>
+        public void HandOverBlock(Segment next, long runningIndex)
+        {
+            var block = Block;
+            if (_owner is { } owner)
+            {
+                next._owner = owner;
+                _owner = null;
+            }
+            else
+            {
+                next._array = _array;
+                _array = null;
+            }
+            next.Set(block, runningIndex);
+        }
+
         private void Set(Memory<byte> block, long runningIndex)
         {
             Block = block;

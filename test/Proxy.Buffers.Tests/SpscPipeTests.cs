@@ -269,14 +269,14 @@ public class SpscPipeTests
     }
 
     [Fact]
-    public async Task AfterTheReaderConsumedEverything_TheNextWriteIsOneSegment_AndTheDrainedBlockGoesBack()
+    public async Task AfterTheReaderConsumedEverything_TheNextWriteIsOneSegment_OverTheSameBlock()
     {
         var pool = new CountingPool(64);
         var pipe = new SpscPipe(Options(pool: pool, minimumSegment: 64));
         for (var i = 0; i < 10; i++)
         {
-            // Each write would fit in what is left of the first block; a reader that drained it makes the writer start anew,
-            // so every read is one segment (one send(2) for a socket).
+            // Each write would fit in what is left of the first block; a reader that drained it makes the writer start over
+            // at the block's first byte, so every read is one segment (one send(2) for a socket) and no block changes hands.
             Write(pipe.Writer, Pattern(20, seed: i));
             await pipe.Writer.FlushAsync();
             var read = await pipe.Reader.ReadAsync();
@@ -284,7 +284,60 @@ public class SpscPipeTests
             Assert.Equal(Pattern(20, seed: i), read.Buffer.ToArray());
             pipe.Reader.AdvanceTo(read.Buffer.End);
         }
+        Assert.Equal(1, pool.Rented);
+        Assert.Equal(0, pool.Returned);
+
+        pipe.Writer.Complete();
+        pipe.Reader.Complete();
+        Assert.Equal(1, pool.Returned); // once (the pool's block checks that), though ten segments held it in turn
+    }
+
+    [Fact]
+    public async Task AfterTheReaderConsumedEverything_ABlockFourTimesTooLarge_GoesBack()
+    {
+        // 256-byte blocks for writes that need 16 (the minimum segment): an idle stream should not keep a block that much
+        // larger than what it writes, so each drained block goes back and the next write takes a fresh one.
+        var pool = new CountingPool(256);
+        var pipe = new SpscPipe(Options(pool: pool, minimumSegment: 16));
+        for (var i = 0; i < 10; i++)
+        {
+            Write(pipe.Writer, Pattern(20, seed: i));
+            await pipe.Writer.FlushAsync();
+            var read = await pipe.Reader.ReadAsync();
+            Assert.True(read.Buffer.IsSingleSegment);
+            Assert.Equal(Pattern(20, seed: i), read.Buffer.ToArray());
+            pipe.Reader.AdvanceTo(read.Buffer.End);
+        }
+        Assert.Equal(10, pool.Rented);
         Assert.Equal(9, pool.Returned); // every drained block but the last, still the writer's
+
+        pipe.Writer.Complete();
+        pipe.Reader.Complete();
+        Assert.Equal(10, pool.Returned);
+    }
+
+    [Fact]
+    public async Task RewoundBlock_ReadPartly_IsNotWrittenOver()
+    {
+        // The writer starts over only when every flushed byte was consumed: a reader that left a byte keeps the block's
+        // bytes, and the next write goes after them.
+        var pool = new CountingPool(64);
+        var pipe = new SpscPipe(Options(pool: pool, minimumSegment: 64));
+        Write(pipe.Writer, Pattern(20));
+        await pipe.Writer.FlushAsync();
+        var read = await pipe.Reader.ReadAsync();
+        pipe.Reader.AdvanceTo(read.Buffer.End); // drained: the next write starts over
+        Write(pipe.Writer, Pattern(20, seed: 1));
+        await pipe.Writer.FlushAsync();
+        read = await pipe.Reader.ReadAsync();
+        pipe.Reader.AdvanceTo(read.Buffer.GetPosition(19)); // one byte left
+        Write(pipe.Writer, Pattern(20, seed: 2));
+        await pipe.Writer.FlushAsync();
+
+        read = await pipe.Reader.ReadAsync();
+
+        Assert.Equal(Pattern(20, seed: 1)[19..].Concat(Pattern(20, seed: 2)), read.Buffer.ToArray());
+        Assert.Equal(1, pool.Rented);
     }
 
     [Fact]
