@@ -670,23 +670,23 @@ public class Http1ClientConnectionTests
     }
 
     [Fact]
-    public async Task Connection_NextResponseRepeatsAValue_PreviousStringReusedAndChangedValueRead()
+    public async Task Connection_NextResponseRepeatsAValue_EqualValueAndChangedValueRead()
     {
+        // Which strings are reused is the field sink's (Http1ResponseFieldSinkTests: per thread, so not checked here, where
+        // the two heads may be parsed on two threads); here, that a repeated and a changed value both come out right.
         await using var h = new Http1ClientHarness();
-        var heads = new List<HttpHeaderList>();
+        var heads = new List<KeyValuePair<string, string>[]>();
         foreach (var (date, tag) in new[] { ("Mon, 23 Nov 2026 17:00:00 GMT", "a"), ("Mon, 23 Nov 2026 17:00:00 GMT", "b") })
         {
             var exchange = await h.SendAsync(Http1ClientHarness.Get());
             await h.RespondAsync($"HTTP/1.1 200 OK\r\nDate: {date}\r\nX-Tag: {tag}\r\nContent-Length: 0\r\n\r\n");
             await exchange.ReadResponseHeadAsync(CancellationToken.None);
-            heads.Add(exchange.ResponseHeaders);
+            heads.Add([.. exchange.ResponseHeaders]); // the list is the exchange's, reused by the next one after dispose
             await exchange.DisposeAsync();
         }
 
-        // The same Date at the same position is the previous response's string; the changed X-Tag is read anew.
-        Assert.Same(heads[0].Get("date"), heads[1].Get("date"));
-        Assert.Equal("a", heads[0].Get("x-tag"));
-        Assert.Equal("b", heads[1].Get("x-tag"));
+        Assert.Equal([("date", "Mon, 23 Nov 2026 17:00:00 GMT"), ("x-tag", "a"), ("content-length", "0")], heads[0].Select(f => (f.Key, f.Value)));
+        Assert.Equal([("date", "Mon, 23 Nov 2026 17:00:00 GMT"), ("x-tag", "b"), ("content-length", "0")], heads[1].Select(f => (f.Key, f.Value)));
     }
 
     [Fact]

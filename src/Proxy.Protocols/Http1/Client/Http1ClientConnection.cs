@@ -28,10 +28,8 @@ public sealed class Http1ClientConnection : IAsyncDisposable
     // NOTE: the exchange that ended cleanly last, kept for the next request with its body reader and writer, sinks and
     // lists (about 500 bytes of every forwarded request). Safe to reuse: the relay lets go of an exchange in DisposeAsync
     // and never touches it after (the contract of BackendExchange), and only a clean end (nothing failed or aborted, both
-    // messages whole) keeps it. Its header list goes on as PreviousResponseFields; the list before that one is the next
-    // exchange's.
+    // messages whole) keeps it.
     private Http1ClientExchange? _spare;
-    private HttpHeaderList? _spareFields;
     private bool _closed;
 
     public Http1ClientConnection(IDuplexPipe transport, Http1ClientOptions? options = null)
@@ -73,9 +71,6 @@ public sealed class Http1ClientConnection : IAsyncDisposable
     public event Action<Http1ClientConnection, bool>? ExchangeReleased;
 
     internal IDuplexPipe Transport => _transport;
-
-    /// <summary>The last completed response's header fields, for value reuse by the next (read side of the exchanges only).</summary>
-    internal HttpHeaderList? PreviousResponseFields { get; private set; }
 
     /// <summary>
     /// Starts an exchange: validates <paramref name="request"/> (an <see cref="ArgumentException"/> leaves the connection
@@ -156,8 +151,7 @@ public sealed class Http1ClientConnection : IAsyncDisposable
             if (_spare is { } spare)
             {
                 _spare = null;
-                spare.Reuse(request, framing, _spareFields);
-                _spareFields = null;
+                spare.Reuse(request, framing);
                 exchange = spare;
             }
             else
@@ -208,8 +202,6 @@ public sealed class Http1ClientConnection : IAsyncDisposable
             reusable &= !_closed;
             if (reusable)
             {
-                _spareFields = PreviousResponseFields;
-                PreviousResponseFields = exchange.ResponseHeaders;
                 _spare = exchange;
             }
         }
