@@ -10,8 +10,8 @@ namespace Proxy.Protocols.Http1;
 /// driven by the app and writes straight to the transport.
 ///
 /// Requests on a connection never overlap, so the connection keeps one exchange and <see cref="Reset"/>s
-/// it between them (its header lists keep their capacity; the previous request's strings are reused when
-/// the next one repeats the same octets, as clients do on a keep-alive connection). As with Kestrel, an
+/// it between them (its header lists keep their capacity; the strings of the request this thread parsed last are
+/// reused when the next one repeats the same octets, see OnField). As with Kestrel, an
 /// app must not use the exchange, its token or its body objects after its handler has returned.
 /// </summary>
 // Owned by the connection loop until HandleAsync starts, then by the app; RequestAborted may fire from any thread.
@@ -24,10 +24,12 @@ internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
     private Http1EmptyRequestBody? _emptyBody;
     private bool _authorityFromTarget;
 
-    // The previous request's fields and target, for reusing their strings (see the class remarks).
-    private KeyValuePair<string, string>[] _previousFields = [];
-    private int _previousFieldCount;
-    private string? _previousTarget;
+    // The fields and target of the request heads this thread parsed last, by position (see OnField); a head takes the
+    // thread's slots when its request line comes.
+    private const int RecentFieldCount = 16;
+    [ThreadStatic] private static KeyValuePair<string, string>[]? t_recentFields;
+    [ThreadStatic] private static string? t_recentTarget;
+    private KeyValuePair<string, string>[] _recentFields = [];
 
     public Http1Exchange(Http1Connection connection)
     {
@@ -48,16 +50,7 @@ internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
     /// <summary>Readies the exchange for the connection's next request; the previous one has fully ended.</summary>
     public void Reset()
     {
-        var fields = RequestHeaders;
-        if (_previousFields.Length < fields.Count)
-        {
-            _previousFields = new KeyValuePair<string, string>[fields.Count];
-        }
-        fields.CopyTo(_previousFields);
-        _previousFieldCount = fields.Count;
-        _previousTarget = RawTarget;
-
-        fields.Clear();
+        RequestHeaders.Clear();
         RequestTrailers.Clear();
         ResponseHeaders.Clear();
         ResponseTrailers.Clear();
@@ -93,6 +86,7 @@ internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
 
     void IHttp1RequestSink.OnRequestLine(ReadOnlySpan<byte> method, ReadOnlySpan<byte> target, Http1Version version, Http1TargetForm form)
     {
+        _recentFields = t_recentFields ??= new KeyValuePair<string, string>[RecentFieldCount];
         Method = KnownMethod(method) ?? Encoding.ASCII.GetString(method);
         switch (form)
         {
@@ -110,29 +104,56 @@ internal sealed partial class Http1Exchange : HttpExchange, IHttp1RequestSink
                 RawTarget = Authority;
                 break;
             default:
-                RawTarget = _previousTarget is { } previous && KnownHeaderStrings.EqualsLatin1(previous, target)
-                    ? previous
-                    : Encoding.ASCII.GetString(target);
+                if (t_recentTarget is { } recent && KnownHeaderStrings.EqualsLatin1(recent, target))
+                {
+                    RawTarget = recent;
+                }
+                else
+                {
+                    RawTarget = t_recentTarget = Encoding.ASCII.GetString(target);
+                }
                 break;
         }
     }
 
+    /// <remarks>
+    /// NOTE: a client sends the same fields in the same order request after request, so the field this thread saw last
+    /// at this position is checked first, and its name and value strings are reused when the octets are the same. The
+    /// fields are the thread's, not the connection's: with 64 client connections the same connection's previous request
+    /// was 64 requests ago and its strings were cold in the cache; the thread's last head was parsed a moment ago. The
+    /// parser runs once the whole head is in, so one head's fields come on one thread; every string a slot yields is
+    /// compared in full before it is used all the same.
+    /// </remarks>
     void IHttp1FieldSink.OnField(ReadOnlySpan<byte> name, ReadOnlySpan<byte> value)
     {
         var position = RequestHeaders.Count;
+        var recent = _recentFields;
         string nameString, valueString;
-        if (position < _previousFieldCount
-            && _previousFields[position] is var previous
-            && KnownHeaderStrings.EqualsLatin1(previous.Key, name))
+        if ((uint)position < (uint)recent.Length
+            && recent[position] is var previous
+            && previous.Key is { } previousName
+            && KnownHeaderStrings.EqualsLatin1(previousName, name))
         {
-            nameString = previous.Key;
-            valueString = KnownHeaderStrings.EqualsLatin1(previous.Value, value) ? previous.Value : Encoding.Latin1.GetString(value);
+            nameString = previousName;
+            if (previous.Value is { } previousValue && KnownHeaderStrings.EqualsLatin1(previousValue, value))
+            {
+                valueString = previousValue;
+            }
+            else
+            {
+                valueString = Encoding.Latin1.GetString(value);
+                recent[position] = new(nameString, valueString);
+            }
         }
         else
         {
             nameString = Encoding.ASCII.GetString(name);
             // obs-text is carried as Latin-1, so every byte round-trips.
             valueString = Encoding.Latin1.GetString(value);
+            if ((uint)position < (uint)recent.Length)
+            {
+                recent[position] = new(nameString, valueString);
+            }
         }
         RequestHeaders.Add(nameString, valueString);
         // RFC 9112 §3.2.2: with an absolute-form target the Host header is ignored.
