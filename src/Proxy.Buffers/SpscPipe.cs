@@ -29,8 +29,9 @@ namespace Proxy.Buffers;
 /// </para>
 /// <para>
 /// NOTE: the writer keeps its last block while the pipe lives, also when the reader has consumed everything (the reader
-/// cannot take back a block the writer may be writing into): an idle stream holds one block, the size its last write
-/// asked for (256 bytes for a small SSE event in the engine's stream pool), instead of none.
+/// cannot take back a block the writer may be writing into): an idle stream holds one block, at most four times the size
+/// its last write asked for (256 bytes for a small SSE event in the engine's stream pool), instead of none. Once the
+/// reader consumed everything, the next write starts over at that block's first byte (see RewindSegment).
 /// </para>
 /// </remarks>
 public sealed partial class SpscPipe
