@@ -268,15 +268,11 @@ public class SpscPipeTests
         Assert.Equal(2, pool.Returned); // the two blocks wholly consumed; the third holds unread bytes
     }
 
-    [Fact]
-    public async Task AfterTheReaderConsumedEverything_TheNextWriteIsOneSegment_OverTheSameBlock()
+    /// <summary>Writes, flushes, reads and consumes <paramref name="messages"/> 20-byte messages in turn: each read is one segment holding that message.</summary>
+    private static async Task WriteAndDrainAsync(SpscPipe pipe, int messages)
     {
-        var pool = new CountingPool(64);
-        var pipe = new SpscPipe(Options(pool: pool, minimumSegment: 64));
-        for (var i = 0; i < 10; i++)
+        for (var i = 0; i < messages; i++)
         {
-            // Each write would fit in what is left of the first block; a reader that drained it makes the writer start over
-            // at the block's first byte, so every read is one segment (one send(2) for a socket) and no block changes hands.
             Write(pipe.Writer, Pattern(20, seed: i));
             await pipe.Writer.FlushAsync();
             var read = await pipe.Reader.ReadAsync();
@@ -284,6 +280,16 @@ public class SpscPipeTests
             Assert.Equal(Pattern(20, seed: i), read.Buffer.ToArray());
             pipe.Reader.AdvanceTo(read.Buffer.End);
         }
+    }
+
+    [Fact]
+    public async Task AfterTheReaderConsumedEverything_TheNextWriteIsOneSegment_OverTheSameBlock()
+    {
+        var pool = new CountingPool(64);
+        var pipe = new SpscPipe(Options(pool: pool, minimumSegment: 64));
+        // Each write would fit in what is left of the first block; a reader that drained it makes the writer start over
+        // at the block's first byte, so every read is one segment (one send(2) for a socket) and no block changes hands.
+        await WriteAndDrainAsync(pipe, 10);
         Assert.Equal(1, pool.Rented);
         Assert.Equal(0, pool.Returned);
 
@@ -299,15 +305,7 @@ public class SpscPipeTests
         // larger than what it writes, so each drained block goes back and the next write takes a fresh one.
         var pool = new CountingPool(256);
         var pipe = new SpscPipe(Options(pool: pool, minimumSegment: 16));
-        for (var i = 0; i < 10; i++)
-        {
-            Write(pipe.Writer, Pattern(20, seed: i));
-            await pipe.Writer.FlushAsync();
-            var read = await pipe.Reader.ReadAsync();
-            Assert.True(read.Buffer.IsSingleSegment);
-            Assert.Equal(Pattern(20, seed: i), read.Buffer.ToArray());
-            pipe.Reader.AdvanceTo(read.Buffer.End);
-        }
+        await WriteAndDrainAsync(pipe, 10);
         Assert.Equal(10, pool.Rented);
         Assert.Equal(9, pool.Returned); // every drained block but the last, still the writer's
 
