@@ -100,8 +100,16 @@ internal sealed partial class HttpForwarder
             var prebuffered = head.ContentLength is > 0 and <= MaxPrebufferedBody;
             if (prebuffered && !await PrebufferDeclaredBodyAsync(front.RequestBody, head.ContentLength!.Value, cancellation).ConfigureAwait(false))
             {
-                var error = cancellation.ClientAborted ? ForwarderError.RequestCanceled : ForwarderError.RequestBodyClient;
-                ReportBeforeResponse(front, error, new InvalidOperationException("The request body did not match its content-length."), isGrpc, cancellation);
+                // NOTE: a timeout that fired while the body was still on its way (a gRPC call's own deadline, the activity
+                // or route timeout) is a timeout, not a broken body: grpc-status 4 or 504, as when it fires later. It was
+                // told as the client's bad body (grpc-status 13) when the deadline beat a slow client's DATA frame.
+                var error = cancellation.ClientAborted ? ForwarderError.RequestCanceled
+                    : cancellation.TimedOut ? ForwarderError.RequestTimedOut
+                    : ForwarderError.RequestBodyClient;
+                Exception reason = error == ForwarderError.RequestTimedOut
+                    ? new TimeoutException("The exchange timed out before the whole request body arrived.")
+                    : new InvalidOperationException("The request body did not match its content-length.");
+                ReportBeforeResponse(front, error, reason, isGrpc, cancellation);
                 return outcome = error;
             }
 
