@@ -48,6 +48,23 @@ public class ErrorTests
     }
 
     [Fact]
+    public async Task RouteTimeoutElapsesBeforeDeclaredBodyArrives_504()
+    {
+        // As the gRPC case below: a timeout while the proxy waits for a small body of declared length is a 504, not the
+        // client's bad body (400).
+        await using var backend = await ProxyTestHost.StartBackendAsync(app => app.Run(context => Task.Delay(Timeout.Infinite, context.RequestAborted)), TestProtocol.Http2);
+        await using var proxy = await Proxies.StartForAsync(backend, TestProtocol.Http2, extra: c => c.Set("Routes:r1:Timeout", "00:00:00.2"));
+        using var http = proxy.CreateClient();
+        var body = new HeldBackBody("application/octet-stream");
+
+        using var response = await http.PostAsync("/upload", body).WaitAsync(Guard);
+
+        Assert.Equal(HttpStatusCode.GatewayTimeout, response.StatusCode);
+        Assert.False(body.Sent);
+        body.Release();
+    }
+
+    [Fact]
     public async Task PoolExhausted_NoSlotWithinQueueTimeout_503WithReason()
     {
         var entered = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
@@ -158,7 +175,7 @@ public class ErrorTests
         }), TestProtocol.Http2);
         await using var proxy = await Proxies.StartForAsync(backend, TestProtocol.Http2, h2cBackend: true);
         using var http = proxy.CreateClient();
-        var body = new HeldBackGrpcBody();
+        var body = new HeldBackBody("application/grpc");
         using var request = GrpcRequest();
         request.Content = body;
         request.Headers.Add("grpc-timeout", "200m");
@@ -175,12 +192,12 @@ public class ErrorTests
         body.Release();
     }
 
-    /// <summary>A gRPC request body of declared length whose bytes are only written once <see cref="Release"/> is called.</summary>
-    private sealed class HeldBackGrpcBody : HttpContent
+    /// <summary>A request body of 5 declared bytes (an empty gRPC message) written only once <see cref="Release"/> is called.</summary>
+    private sealed class HeldBackBody : HttpContent
     {
         private readonly TaskCompletionSource _release = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
-        public HeldBackGrpcBody() => Headers.TryAddWithoutValidation("Content-Type", "application/grpc");
+        public HeldBackBody(string contentType) => Headers.TryAddWithoutValidation("Content-Type", contentType);
 
         public bool Sent { get; private set; }
 
