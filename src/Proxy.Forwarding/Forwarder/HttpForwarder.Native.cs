@@ -101,8 +101,9 @@ internal sealed partial class HttpForwarder
             if (prebuffered && !await PrebufferDeclaredBodyAsync(front.RequestBody, head.ContentLength!.Value, cancellation).ConfigureAwait(false))
             {
                 // NOTE: a timeout that fired while the body was still on its way (a gRPC call's own deadline, the activity
-                // or route timeout) is a timeout, not a broken body: grpc-status 4 or 504, as when it fires later. It was
-                // told as the client's bad body (grpc-status 13) when the deadline beat a slow client's DATA frame.
+                // or route timeout) is a timeout, not a broken body: the outcome it has when it fires later (a call's own
+                // deadline grpc-status 4, another timeout 14 for gRPC and 504 for HTTP). It was told as the client's bad
+                // body (grpc-status 13, HTTP 400) when the deadline beat a slow client's DATA frame.
                 var error = cancellation.ClientAborted ? ForwarderError.RequestCanceled
                     : cancellation.TimedOut ? ForwarderError.RequestTimedOut
                     : ForwarderError.RequestBodyClient;
